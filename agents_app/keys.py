@@ -1,0 +1,122 @@
+"""The API keys file (spec/agent-files.md §6, spec/DECISIONS.md 5).
+
+An agent's ``apiKeyId`` names an entry of this file; the entry's value is sent as the bearer
+token to the model endpoint. Two shapes are read:
+
+* the agents-exe shape, a flat object ``{"openai": "sk-...", "mistral": "..."}``;
+* a list shape, ``{"keys": [{"id": "openai", "value": "sk-..."}, ...]}``.
+
+A key id that the file lacks is not an error: the request simply goes without an
+``Authorization`` header (local endpoints such as Ollama need none). Secret values never appear
+in error messages.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class ApiKeysError(Exception):
+    """The API keys file is missing, unreadable or malformed; the message names the file."""
+
+
+def load_api_keys(path: str | Path | None) -> dict[str, str]:
+    """Read an API keys file.
+
+    Args:
+        path: the file; ``None`` or ``""`` means no keys file. ``~`` is expanded, since the
+            default location lives in the home directory.
+    Returns:
+        key id -> secret value (``{}`` when there is no file to read).
+    Raises:
+        ApiKeysError: the file does not exist or cannot be read, is not JSON, or has neither
+            accepted shape (including a non-string id or value, or an id given twice).
+    """
+    if path is None or str(path) == "":
+        return {}
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ApiKeysError(f"{file}: API keys file not found") from None
+    except IsADirectoryError:
+        raise ApiKeysError(f"{file}: is a directory, not an API keys file") from None
+    except UnicodeDecodeError as exc:
+        raise ApiKeysError(f"{file}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    except OSError as exc:
+        raise ApiKeysError(f"{file}: cannot read API keys file: {exc.strerror}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ApiKeysError(
+            f"{file}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    try:
+        return _parse(document)
+    except ValueError as exc:
+        raise ApiKeysError(f"{file}: {exc}") from None
+
+
+def api_key_for(keys: dict[str, str], key_id: str) -> str | None:
+    """The secret for ``key_id``, or ``None`` when the file has none (or an empty one).
+
+    ``None`` means: send no ``Authorization`` header. It is not an error (DECISIONS 5).
+    """
+    return keys.get(key_id) or None
+
+
+def _parse(document: Any) -> dict[str, str]:
+    """Read either shape; raise ``ValueError`` with a message that names the offending entry."""
+    shape_hint = 'expected {"<id>": "<value>", ...} or {"keys": [{"id": ..., "value": ...}, ...]}'
+    if not isinstance(document, dict):
+        raise ValueError(f"{shape_hint}, got {_json_kind(document)}")
+    # A flat file may well hold a key whose id is "keys"; only a list there means the list shape.
+    if isinstance(document.get("keys"), list):
+        return _parse_list(document["keys"])
+    keys: dict[str, str] = {}
+    for key_id, value in document.items():
+        if not isinstance(value, str):
+            raise ValueError(
+                f"key '{key_id}': expected a string value, got {_json_kind(value)} ({shape_hint})"
+            )
+        keys[key_id] = value
+    return keys
+
+
+def _parse_list(entries: list[Any]) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        where = f"keys[{index}]"
+        if not isinstance(entry, dict):
+            raise ValueError(
+                f'{where}: expected an object {{"id": ..., "value": ...}}, got {_json_kind(entry)}'
+            )
+        for name in ("id", "value"):
+            if name not in entry:
+                raise ValueError(f"{where}: missing '{name}'")
+            if not isinstance(entry[name], str):
+                raise ValueError(f"{where}.{name}: expected a string, got {_json_kind(entry[name])}")
+        key_id = entry["id"]
+        if not key_id:
+            raise ValueError(f"{where}.id: must not be empty")
+        if key_id in keys:
+            raise ValueError(f"{where}: id '{key_id}' is given twice")
+        keys[key_id] = entry["value"]
+    return keys
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON type of ``value`` (never the value itself: it may be a secret)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string"

@@ -1,0 +1,427 @@
+"""The LLM client: one chat-completions call for an agent (spec/agent-files.md §2, DECISIONS 5-6).
+
+Every flavor speaks OpenAI chat completions at ``<modelUrl>/chat/completions``, through the
+``openai`` SDK. The flavors differ only in small ways:
+
+- ``OpenAIv1`` (and its older spellings ``openai`` / ``OpenAI``) asks for
+  ``stream_options.include_usage`` when streaming; other providers may refuse that option, so the
+  other flavors never send it.
+- ``KimiV1`` (and any provider that sends it) returns ``reasoning_content``, kept as ``thinking``.
+- ``MistralV1``, ``OllamaV1`` and unknown flavors are plain OpenAI-compatible (an unknown flavor is
+  logged once as a warning).
+
+Credentials come from the agent's key only: ``api_key=None`` (the key id is missing from the keys
+file, DECISIONS 5) sends no ``Authorization`` header at all, and the ``OPENAI_*`` environment
+variables the SDK would otherwise read are never used, so the server's own credentials cannot
+leak to whatever ``modelUrl`` an agent file names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import openai
+
+from agents_app.schema import AgentSpec
+
+log = logging.getLogger(__name__)
+
+#: Flavors that get ``stream_options.include_usage`` when streaming (DECISIONS 6).
+OPENAI_FLAVORS = frozenset({"OpenAIv1", "openai", "OpenAI"})
+#: Every flavor we know; others are treated as generic OpenAI-compatible, with a warning.
+KNOWN_FLAVORS = OPENAI_FLAVORS | {"KimiV1", "MistralV1", "OllamaV1"}
+
+#: HTTP statuses that mean "overloaded, try again" (spec/agent-files.md §2.2); 529 is Anthropic-style.
+RETRY_STATUSES = frozenset({429, 502, 503, 529})
+#: Retries after the first attempt, for those statuses and for failed connections.
+MAX_RETRIES = 2
+#: Seconds before the first retry; doubled for each further one. Tests lower it.
+RETRY_BASE_DELAY = 0.5
+#: Upper bound, in seconds, on one wait between attempts (a provider's Retry-After included).
+RETRY_MAX_DELAY = 8.0
+
+_warned_flavors: set[str] = set()
+_T = TypeVar("_T")
+
+
+@dataclass
+class LlmAnswer:
+    """One completion, whether it was streamed or not.
+
+    Attributes:
+        raw_response: the completion as a non-streamed ``chat.completion`` JSON object: the
+            provider's body as received, or a stream folded back into that shape (stored as the
+            LLM turn's ``rawResponse``).
+        text: the message content; ``""`` when the provider sent null.
+        thinking: ``reasoning_content`` when the provider sent some, else ``None``.
+        tool_calls: OpenAI tool calls ``[{"id", "type": "function", "function": {"name",
+            "arguments": <JSON string>}}]``, in the provider's order.
+        usage: the provider's ``usage`` object (token counts), ``None`` when absent.
+    """
+
+    raw_response: dict[str, Any]
+    text: str
+    thinking: str | None
+    tool_calls: list[dict[str, Any]]
+    usage: dict[str, Any] | None
+
+
+class LlmError(Exception):
+    """The provider failed.
+
+    ``detail`` is one line saying what happened: the HTTP status and the provider's message, a
+    timeout, a refused connection (with the URL), or a malformed answer.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class _AgentClient(openai.OpenAI):
+    """``openai.OpenAI`` whose only credential is the agent's own key, possibly none.
+
+    The stock client insists on a key (reading ``OPENAI_API_KEY`` when given none) and adds
+    organization/project and custom headers from the environment. Here the ``Authorization``
+    header is exactly ``Bearer <agent key>`` or absent.
+    """
+
+    def __init__(self, *, agent_api_key: str | None, **kwargs: Any) -> None:
+        self._agent_api_key = agent_api_key
+        # A placeholder satisfies the SDK's "credentials required" check; it is never sent,
+        # because every header hook below answers from _agent_api_key instead.
+        super().__init__(api_key=agent_api_key or "no-key", **kwargs)
+
+    def _agent_auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._agent_api_key}"} if self._agent_api_key else {}
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        return self._agent_auth()
+
+    def _auth_headers(self, security: Any) -> dict[str, str]:
+        return self._agent_auth()
+
+    @property
+    def default_headers(self) -> dict[str, Any]:
+        # Drop what the SDK derived from the environment (OPENAI_ORG_ID, OPENAI_PROJECT_ID,
+        # OPENAI_CUSTOM_HEADERS' Authorization); the agent's key is re-added by the auth hooks.
+        dropped = {"authorization", "openai-organization", "openai-project"}
+        headers = {k: v for k, v in super().default_headers.items() if k.lower() not in dropped}
+        return {**headers, **self._agent_auth()}
+
+    @property
+    def user_agent(self) -> str:
+        # The SDK builds it from the class name, which would advertise this private class.
+        return f"agents-server (openai-python/{openai.__version__})"
+
+    def _validate_headers(self, headers: Any, custom_headers: Any) -> None:
+        # No Authorization header is a legitimate request here (DECISIONS 5).
+        return None
+
+
+def complete(
+    *,
+    spec: AgentSpec,
+    api_key: str | None,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    timeout: float,
+    on_text_delta: Callable[[str], None] | None = None,
+) -> LlmAnswer:
+    """Ask the agent's LLM for the next assistant message.
+
+    Args:
+        spec: the agent; ``modelUrl``, ``modelName`` and ``flavor`` are used.
+        api_key: the key's value, or ``None`` for no ``Authorization`` header (DECISIONS 5).
+        messages: OpenAI chat messages, oldest first (system message included).
+        tools: OpenAI tool definitions ``[{"type": "function", "function": {...}}]``; not sent
+            when empty.
+        timeout: seconds. Without streaming it bounds the whole request; with streaming it bounds
+            connecting and each wait for the next piece of the stream.
+        on_text_delta: when given, the request is streamed and this is called with every
+            non-empty piece of content, in order; the pieces concatenate to ``LlmAnswer.text``.
+            An exception it raises ends the call and propagates unchanged.
+
+    Returns:
+        The answer (see :class:`LlmAnswer`).
+
+    Raises:
+        LlmError: the provider answered an HTTP error (after up to ``MAX_RETRIES`` retries for
+            429/502/503/529), the request timed out (never retried: ``timeout`` is the caller's
+            budget), the connection failed (retried), or the answer was malformed.
+    """
+    flavor = spec.flavor
+    if flavor not in KNOWN_FLAVORS and flavor not in _warned_flavors:
+        _warned_flavors.add(flavor)
+        log.warning("unknown LLM flavor %r; treating it as a generic OpenAI-compatible API", flavor)
+
+    request: dict[str, Any] = {"model": spec.modelName, "messages": messages}
+    if tools:
+        request["tools"] = tools
+    if on_text_delta is not None:
+        request["stream"] = True
+        if flavor in OPENAI_FLAVORS:
+            request["stream_options"] = {"include_usage": True}
+
+    # The SDK's own retries are off: it would also retry timeouts (tripling the caller's
+    # budget) and every 5xx; _with_retries keeps to overload statuses and connection failures.
+    client = _AgentClient(agent_api_key=api_key, base_url=spec.modelUrl, timeout=timeout, max_retries=0)
+    url = f"{spec.modelUrl.rstrip('/')}/chat/completions"
+    try:
+        if on_text_delta is None:
+            raw = _with_retries(lambda: client.chat.completions.with_raw_response.create(**request))
+            return _answer_from_completion(_decode_completion(raw.http_response.text))
+        stream = _with_retries(lambda: client.chat.completions.create(**request))
+        with stream:
+            return _answer_from_completion(_fold_stream(stream, on_text_delta))
+    except openai.APIError as err:
+        raise LlmError(_describe(err, timeout, url)) from err
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Retries and errors
+
+
+def _with_retries(call: Callable[[], _T]) -> _T:
+    """Run ``call``, retrying overload statuses and connection failures (not timeouts)."""
+    for attempt in range(MAX_RETRIES + 1):
+        try:
+            return call()
+        except openai.APITimeoutError:
+            raise
+        except (openai.APIStatusError, openai.APIConnectionError) as err:
+            retryable = isinstance(err, openai.APIConnectionError) or err.status_code in RETRY_STATUSES
+            if not retryable or attempt == MAX_RETRIES:
+                raise
+            delay = _retry_delay(err, attempt)
+            what = f"HTTP {err.status_code}" if isinstance(err, openai.APIStatusError) else "no connection"
+            log.info("LLM call failed (%s); retry %d of %d in %.2fs", what, attempt + 1, MAX_RETRIES, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable: the last attempt either returns or raises")
+
+
+def _retry_delay(err: openai.APIError, attempt: int) -> float:
+    """Seconds to wait before the next attempt: the provider's Retry-After, else exponential."""
+    response = getattr(err, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        wanted = float(header) if header is not None else None
+    except ValueError:
+        wanted = None  # an HTTP date; rare from LLM providers, so fall back to our own backoff
+    if wanted is None or wanted < 0:
+        wanted = RETRY_BASE_DELAY * (2**attempt)
+    return min(wanted, RETRY_MAX_DELAY)
+
+
+def _describe(err: openai.APIError, timeout: float, url: str) -> str:
+    """One line for :class:`LlmError` from an SDK error."""
+    if isinstance(err, openai.APITimeoutError):
+        return f"LLM request timed out after {timeout:g}s"
+    if isinstance(err, openai.APIConnectionError):
+        cause = err.__cause__
+        reason = f"{cause}" if cause is not None and str(cause) else type(cause or err).__name__
+        return f"could not connect to the LLM at {url}: {reason}"
+    if isinstance(err, openai.APIStatusError):
+        return f"LLM provider answered HTTP {err.status_code}: {_provider_message(err)}"
+    # An APIError with no status: an {"error": ...} event in the middle of a stream.
+    return f"LLM stream failed: {err.message}"
+
+
+def _provider_message(err: openai.APIStatusError) -> str:
+    """The provider's error message: ``error.message`` of an OpenAI-style body, else the body."""
+    body = err.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+        if isinstance(inner, str):
+            return inner
+    try:
+        text = err.response.text.strip()
+    except Exception:  # noqa: BLE001 - the body of a failed response is best effort
+        text = ""
+    return " ".join(text.split())[:300] or "(empty body)"
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding
+
+
+def _decode_completion(body: str) -> dict[str, Any]:
+    """Parse a non-streamed answer body. Raises LlmError when it is not JSON."""
+    try:
+        completion = json.loads(body)
+    except json.JSONDecodeError as err:
+        snippet = " ".join(body.split())[:80]
+        raise LlmError(f"LLM answer was malformed: not JSON ({err.msg}): {snippet!r}") from err
+    return completion
+
+
+def _answer_from_completion(completion: Any) -> LlmAnswer:
+    """Read a ``chat.completion`` object. Raises LlmError when it lacks a usable message."""
+    if not isinstance(completion, dict):
+        raise LlmError("LLM answer was malformed: not a JSON object")
+    if isinstance(completion.get("error"), dict):
+        # Some providers answer 200 with an error object instead of an HTTP error status.
+        message = completion["error"].get("message") or json.dumps(completion["error"])
+        raise LlmError(f"LLM provider answered with an error: {message}")
+    choices = completion.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise LlmError("LLM answer was malformed: no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise LlmError("LLM answer was malformed: the first choice has no message")
+    tool_calls = message.get("tool_calls") or []
+    if not isinstance(tool_calls, list):
+        raise LlmError("LLM answer was malformed: tool_calls is not a list")
+    usage = completion.get("usage")
+    return LlmAnswer(
+        raw_response=completion,
+        text=_content_text(message.get("content")),
+        thinking=_thinking(message),
+        tool_calls=[_normalize_tool_call(call, n) for n, call in enumerate(tool_calls)],
+        usage=usage if isinstance(usage, dict) else None,
+    )
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text: null → "", a list of parts → their text joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    raise LlmError(f"LLM answer was malformed: content is a {type(content).__name__}")
+
+
+def _thinking(message: dict[str, Any]) -> str | None:
+    """``reasoning_content`` (Kimi, DeepSeek) or ``reasoning`` (Ollama, OpenRouter), if any."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _normalize_tool_call(call: Any, position: int) -> dict[str, Any]:
+    """An OpenAI tool call with a string id and JSON-string arguments."""
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        raise LlmError(f"LLM answer was malformed: tool call {position} has no function")
+    function = call["function"]
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise LlmError(f"LLM answer was malformed: tool call {position} has no function name")
+    arguments = function.get("arguments")
+    if arguments is None or arguments == "":
+        arguments = "{}"
+    elif not isinstance(arguments, str):
+        # Some OpenAI-compatible servers send the arguments as an object.
+        arguments = json.dumps(arguments)
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        # The tool message that answers this call must name it, so invent an id when missing.
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _fold_stream(stream: Any, on_text_delta: Callable[[str], None]) -> dict[str, Any]:
+    """Fold a chat-completion chunk stream into the non-streamed ``chat.completion`` shape.
+
+    Content and reasoning pieces are concatenated, tool calls assembled by ``index`` (the id, type
+    and name from whichever fragment carries them, the ``arguments`` fragments appended), and the
+    last ``finish_reason`` and ``usage`` kept (spec/agent-files.md §2.3).
+    """
+    header: dict[str, Any] = {}
+    usage: dict[str, Any] | None = None
+    choices: dict[int, dict[str, Any]] = {}
+    seen_chunk = False
+    try:
+        for chunk_object in stream:
+            chunk = chunk_object.model_dump(exclude_unset=True)
+            seen_chunk = True
+            for key in ("id", "created", "model", "system_fingerprint"):
+                if chunk.get(key) is not None:
+                    header.setdefault(key, chunk[key])
+            if isinstance(chunk.get("usage"), dict):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or []:
+                index = choice.get("index") or 0
+                state = choices.setdefault(index, {"content": None, "reasoning": None, "calls": {},
+                                                   "finish_reason": None})
+                _fold_delta(state, choice.get("delta") or {}, on_text_delta if index == 0 else None)
+                if choice.get("finish_reason") is not None:
+                    state["finish_reason"] = choice["finish_reason"]
+    except json.JSONDecodeError as err:
+        raise LlmError(f"LLM answer was malformed: a stream event is not JSON ({err.msg})") from err
+    if not seen_chunk:
+        raise LlmError("LLM answer was malformed: the stream ended without any chunk")
+    if not choices:
+        raise LlmError("LLM answer was malformed: no choices in the stream")
+    completion: dict[str, Any] = {
+        "id": header.get("id", ""),
+        "object": "chat.completion",
+        "created": header.get("created", 0),
+        "model": header.get("model", ""),
+        "choices": [_folded_choice(index, choices[index]) for index in sorted(choices)],
+        "usage": usage,
+    }
+    if "system_fingerprint" in header:
+        completion["system_fingerprint"] = header["system_fingerprint"]
+    return completion
+
+
+def _fold_delta(
+    state: dict[str, Any], delta: dict[str, Any], on_text_delta: Callable[[str], None] | None
+) -> None:
+    """Add one chunk's ``delta`` to a choice's folding state."""
+    piece = delta.get("content")
+    if isinstance(piece, str):
+        state["content"] = (state["content"] or "") + piece
+        if piece and on_text_delta is not None:
+            on_text_delta(piece)
+    for key in ("reasoning_content", "reasoning"):
+        thought = delta.get(key)
+        if isinstance(thought, str):
+            state["reasoning"] = (state["reasoning"] or "") + thought
+            break
+    for position, fragment in enumerate(delta.get("tool_calls") or []):
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            index = position
+        call = state["calls"].setdefault(index, {"id": None, "type": "function", "name": "", "arguments": ""})
+        if fragment.get("id"):
+            # Kimi repeats the id on every fragment; the first one is kept.
+            call["id"] = call["id"] or fragment["id"]
+        if fragment.get("type"):
+            call["type"] = fragment["type"]
+        function = fragment.get("function") or {}
+        name = function.get("name")
+        if name and name != call["name"]:
+            # Usually the whole name arrives once; some providers repeat it (ignored above) or
+            # stream it in pieces (appended here).
+            call["name"] += name
+        if isinstance(function.get("arguments"), str):
+            call["arguments"] += function["arguments"]
+
+
+def _folded_choice(index: int, state: dict[str, Any]) -> dict[str, Any]:
+    """One folded choice in the non-streamed shape."""
+    message: dict[str, Any] = {"role": "assistant", "content": state["content"]}
+    if state["reasoning"] is not None:
+        message["reasoning_content"] = state["reasoning"]
+    if state["calls"]:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": c["type"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(state["calls"].items())
+        ]
+    return {"index": index, "message": message, "finish_reason": state["finish_reason"]}

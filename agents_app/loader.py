@@ -1,0 +1,492 @@
+"""Loading agent files and the helper trees they define.
+
+Implements spec/agent-files.md §1 (file format, load-time checks of §1.10 items 1-5), §3.1-3.2
+(directory and ``extraAgents`` edges, breadth-first discovery, duplicate slugs, cycle warnings)
+and spec/DECISIONS.md 5 (envelope or bare contents, unknown keys ignored with a warning,
+relative paths resolved from the file that names them).
+
+Every problem is one line, ``"<file>: <message>"``, where ``<file>`` is the absolute path of the
+file the problem is about. Loading never stops at the first problem: a whole tree (or a whole
+set of root files) is checked and everything found is reported together, so that ``agents
+check`` can show it all at once.
+
+This module reads files only; it imports no Django models, so it can run anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agents_app import schema
+from agents_app.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
+
+#: Suffixes of the files inside a ``toolDirectory`` that are helper agents (spec §3.1).
+AGENT_FILE_SUFFIXES = (".json", ".tramaj")
+
+# Pydantic puts the member's class name into ``loc`` when a union member fails (e.g. the two
+# kinds of bash toolbox contents); those names are not keys of the file, so they are dropped.
+_SCHEMA_CLASS_NAMES = frozenset(
+    name for name, value in vars(schema).items() if isinstance(value, type) and issubclass(value, BaseModel)
+)
+
+_EXPECTED_BY_TYPE_PREFIX = {
+    "string": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "list": "a list",
+    "dict": "an object",
+    "model": "an object",
+}
+
+
+class AgentLoadError(Exception):
+    """Agent files failed to load.
+
+    Attributes:
+        problems: every error found, one line each, formatted ``"<path>: <message>"``.
+        warnings: the warnings gathered before giving up (same format), so that a ``check``
+            command can still show them.
+    """
+
+    def __init__(self, problems: Iterable[str], warnings: Iterable[str] = ()) -> None:
+        self.problems: list[str] = list(problems)
+        self.warnings: list[str] = list(warnings)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass
+class LoadedAgent:
+    """One agent read from a file.
+
+    Attributes:
+        spec: the validated ``contents``.
+        contents: the raw ``contents`` object as read (JSON-compatible), for views and storage.
+        path: absolute path of the agent file (``None`` for agents that do not come from a file).
+        base_dir: directory relative paths of this agent resolve from (the file's directory).
+        helper_slugs: slugs of this agent's helpers, in order: ``extraAgents`` references first,
+            then the agent files found in its ``toolDirectory`` (sorted by path), without repeats.
+    """
+
+    spec: AgentSpec
+    contents: dict[str, Any]
+    path: Path | None
+    base_dir: Path
+    helper_slugs: list[str] = field(default_factory=list)
+
+    def resolve(self, relative: str) -> Path:
+        """Return ``relative`` resolved from :attr:`base_dir`; an absolute path is returned as is.
+
+        The result is normalised (``.`` and ``..`` removed) but symbolic links are not followed.
+        """
+        candidate = Path(relative)
+        if candidate.is_absolute():
+            return candidate
+        return Path(os.path.normpath(self.base_dir / candidate))
+
+
+@dataclass
+class AgentTree:
+    """A root agent and every helper reachable from it (spec §3.2).
+
+    Attributes:
+        root: the root agent.
+        agents: every agent of the tree by slug, the root included.
+        warnings: non-fatal findings, ``"<path>: <message>"`` each: helper cycles, unknown keys,
+            files without the envelope, unknown flavors.
+    """
+
+    root: LoadedAgent
+    agents: dict[str, LoadedAgent]
+    warnings: list[str]
+
+
+def parse_agent_document(document: Any, label: str) -> tuple[AgentSpec, dict[str, Any], list[str]]:
+    """Validate a decoded agent document (the envelope or bare contents).
+
+    Checks the file-independent rules of spec/agent-files.md §1.1-1.2: envelope, field types,
+    required and non-empty fields. Paths are not looked at here.
+
+    Args:
+        document: the decoded JSON.
+        label: what the document is called in messages (a file path, or e.g. ``agent 'x'``).
+    Returns:
+        ``(spec, contents, warnings)``; warnings are ``"<label>: <message>"`` lines for a missing
+        envelope, unknown agent-level keys and an unknown flavor.
+    Raises:
+        AgentLoadError: with one ``"<label>: <field path>: <message>"`` line per problem.
+    """
+    try:
+        contents, enveloped = unwrap_agent_json(document)
+    except ValueError as exc:
+        raise AgentLoadError([f"{label}: {exc}"]) from None
+    warnings: list[str] = []
+    if not enveloped:
+        warnings.append(f'{label}: no {{"tag": "{ENVELOPE_TAG}"}} envelope; read as bare agent contents')
+    extra = unknown_keys(contents)
+    if extra:
+        warnings.append(f"{label}: unknown keys ignored: {', '.join(extra)}")
+    try:
+        spec = AgentSpec.model_validate(contents)
+    except ValidationError as exc:
+        problems = [f"{label}: {line}" for line in format_validation_errors(exc)]
+        raise AgentLoadError(problems, warnings) from None
+    if spec.flavor not in KNOWN_FLAVORS:
+        known = ", ".join(sorted(KNOWN_FLAVORS))
+        warnings.append(f"{label}: unknown flavor {spec.flavor!r} (known: {known})")
+    return spec, contents, warnings
+
+
+def format_validation_errors(error: ValidationError) -> list[str]:
+    """Turn a pydantic error into ``"<field path>: <message>"`` lines, without repeats.
+
+    Field paths read like ``bashToolboxes[1].contents.Path``; messages are short and name what
+    was expected and what was found (``expected a string, got number 42``).
+    """
+    lines: list[str] = []
+    for detail in error.errors():
+        where = _format_loc(detail["loc"])
+        message = _format_message(detail)
+        line = f"{where}: {message}" if where else message
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def load_agent_tree(path: str | Path) -> AgentTree:
+    """Load the agent file at ``path`` and every helper reachable from it (spec §3.2).
+
+    Args:
+        path: the root agent file; a relative path is taken from the current directory.
+    Returns:
+        the :class:`AgentTree`.
+    Raises:
+        AgentLoadError: with every problem of every file of the tree.
+    """
+    builder = _TreeBuilder()
+    root = builder.build(_absolute(path))
+    if root is None or builder.problems:
+        raise AgentLoadError(builder.problems, builder.warnings)
+    return AgentTree(root=root, agents=dict(builder.agents), warnings=builder.warnings)
+
+
+def load_agent_files(paths: Sequence[str | Path]) -> dict[str, AgentTree]:
+    """Load several root agent files, each into its own tree (spec §3.2).
+
+    The same helper may appear under several roots (each tree has its own copy); two roots with
+    the same slug are refused. A file listed twice is loaded once.
+
+    Args:
+        paths: the root agent files.
+    Returns:
+        root slug -> :class:`AgentTree`, in the order of ``paths``.
+    Raises:
+        AgentLoadError: with every problem of every file, duplicate root slugs included.
+    """
+    problems: list[str] = []
+    warnings: list[str] = []
+    trees: dict[str, AgentTree] = {}
+    root_files: dict[str, Path] = {}
+    seen: set[Path] = set()
+    for given in paths:
+        root_path = _absolute(given)
+        if root_path.resolve() in seen:
+            continue
+        seen.add(root_path.resolve())
+        builder = _TreeBuilder()
+        root = builder.build(root_path)
+        # Trees share helpers, so the same problem can come from several roots.
+        _extend_unique(problems, builder.problems)
+        _extend_unique(warnings, builder.warnings)
+        if root is None:
+            continue
+        slug = root.spec.slug
+        if slug in root_files:
+            problems.append(
+                f"{root_path}: duplicate root agent slug '{slug}' ({root_files[slug]}, {root_path})"
+            )
+            continue
+        root_files[slug] = root_path
+        if not builder.problems:
+            trees[slug] = AgentTree(root=root, agents=dict(builder.agents), warnings=builder.warnings)
+    if problems:
+        raise AgentLoadError(problems, warnings)
+    return trees
+
+
+class _TreeBuilder:
+    """Breadth-first discovery of one tree, collecting problems instead of stopping."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+        self.agents: dict[str, LoadedAgent] = {}
+        # Keyed by the symlink-free path so that a file reached twice is read once; None marks
+        # a file that failed (its problems are already recorded).
+        self._files: dict[Path, LoadedAgent | None] = {}
+
+    def build(self, root_path: Path) -> LoadedAgent | None:
+        """Load the tree under ``root_path``; return the root, or ``None`` if it failed to load."""
+        if root_path.is_dir():
+            self.problems.append(f"{root_path}: is a directory, not an agent file")
+            return None
+        root, _ = self._load(root_path)
+        if root is None:
+            return None
+        queue = deque([root])
+        while queue:
+            queue.extend(self._expand(queue.popleft()))
+        self._warn_cycles(root)
+        return root
+
+    def _load(self, path: Path) -> tuple[LoadedAgent | None, bool]:
+        """Load one file once; return the agent (``None`` on failure) and whether it was new."""
+        key = path.resolve()
+        if key in self._files:
+            return self._files[key], False
+        agent = self._read(path)
+        self._files[key] = agent
+        if agent is not None:
+            slug = agent.spec.slug
+            other = self.agents.setdefault(slug, agent)
+            if other is not agent:
+                self.problems.append(
+                    f"{path}: DuplicateAgentSlug: slug '{slug}' is defined by both {other.path} and {path}"
+                )
+        return agent, True
+
+    def _read(self, path: Path) -> LoadedAgent | None:
+        if path.suffix == ".tramaj":
+            self.problems.append(f"{path}: .tramaj agent templates are not supported; use a .json agent file")
+            return None
+        document = self._decode(path)
+        if document is None:
+            return None
+        try:
+            spec, contents, warnings = parse_agent_document(document, str(path))
+        except AgentLoadError as exc:
+            self.problems.extend(exc.problems)
+            self.warnings.extend(exc.warnings)
+            return None
+        self.warnings.extend(warnings)
+        agent = LoadedAgent(spec=spec, contents=contents, path=path, base_dir=path.parent)
+        self._check_paths(agent)
+        return agent
+
+    def _decode(self, path: Path) -> Any:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            self.problems.append(f"{path}: file not found")
+            return None
+        except OSError as exc:
+            self.problems.append(f"{path}: cannot read: {exc.strerror}")
+            return None
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            self.problems.append(f"{path}: not UTF-8 text (bad byte at offset {exc.start})")
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.problems.append(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
+            return None
+
+    def _check_paths(self, agent: LoadedAgent) -> None:
+        """The directories and files an agent names must exist (spec §1.3, §1.9.1)."""
+        spec = agent.spec
+        if spec.toolDirectory is not None:
+            tool_dir = agent.resolve(spec.toolDirectory)
+            if not tool_dir.exists():
+                self._problem(agent, f"toolDirectory '{spec.toolDirectory}' not found (looked in {tool_dir})")
+            elif not tool_dir.is_dir():
+                self._problem(agent, f"toolDirectory '{spec.toolDirectory}' is not a directory ({tool_dir})")
+        for index, toolbox in enumerate(spec.bashToolboxes):
+            where = f"bashToolboxes[{index}]"
+            named = toolbox.contents.Path
+            target = agent.resolve(named)
+            if toolbox.tag == "FileSystemDirectory":
+                if not target.exists():
+                    self._problem(agent, f"{where}: directory '{named}' not found (looked in {target})")
+                elif not target.is_dir():
+                    self._problem(agent, f"{where}: '{named}' is not a directory ({target})")
+            elif not target.exists():
+                self._problem(agent, f"{where}: tool file '{named}' not found (looked in {target})")
+            elif not target.is_file():
+                self._problem(agent, f"{where}: '{named}' is not a file ({target})")
+
+    def _expand(self, agent: LoadedAgent) -> list[LoadedAgent]:
+        """Follow an agent's edges: record its helper slugs, return the helpers loaded for the first time."""
+        # Edges are collected before any helper is read so that this agent's reference problems
+        # stay next to its other problems in the report.
+        references: list[tuple[Path, str | None, str]] = []
+        for index, ref in enumerate(agent.spec.helper_refs()):
+            where = f"extraAgents[{index}]"
+            if ref.path is None:
+                self._problem(
+                    agent, f"{where}: helper '{ref.slug}' has no 'path' (file agents name helpers by path)"
+                )
+                continue
+            target = agent.resolve(ref.path)
+            if not target.exists():
+                self._problem(
+                    agent,
+                    f"{where}: MissingAgentReference: helper '{ref.slug}' not found (looked in {target})"
+                    + _did_you_mean(ref.slug, agent.base_dir, target.parent),
+                )
+            elif target.is_dir():
+                self._problem(
+                    agent, f"{where}: helper '{ref.slug}': {target} is a directory, not an agent file"
+                )
+            else:
+                references.append((target, ref.slug, where))
+        directory_children: list[Path] = []
+        if agent.spec.toolDirectory is not None:
+            tool_dir = agent.resolve(agent.spec.toolDirectory)
+            if tool_dir.is_dir():
+                directory_children = list(_agent_files_under(tool_dir))
+
+        fresh: list[LoadedAgent] = []
+        edges = [*references, *((child, None, "toolDirectory") for child in directory_children)]
+        for target, expected_slug, where in edges:
+            helper, is_new = self._load(target)
+            if helper is None:
+                continue
+            if is_new:
+                fresh.append(helper)
+            if expected_slug is not None and helper.spec.slug != expected_slug:
+                self._problem(
+                    agent,
+                    f"{where}: MissingAgentReference: helper '{expected_slug}' expected, but {target} "
+                    f"has slug '{helper.spec.slug}'",
+                )
+            if helper.spec.slug not in agent.helper_slugs:
+                agent.helper_slugs.append(helper.spec.slug)
+        return fresh
+
+    def _warn_cycles(self, root: LoadedAgent) -> None:
+        """Warn about helper cycles reachable from the root (allowed for file agents, spec §3.2).
+
+        One cycle is reported per edge that closes one in a depth-first walk: every cyclic group
+        of agents gets at least one warning, and the count stays linear where listing every
+        cycle could explode (a directory of agents that all see each other).
+        """
+        finished: set[str] = set()
+        stack: list[str] = []
+
+        def visit(slug: str) -> None:
+            stack.append(slug)
+            for helper in self.agents[slug].helper_slugs:
+                if helper in stack:
+                    cycle = [*stack[stack.index(helper) :], helper]
+                    self.warnings.append(
+                        f"{self.agents[helper].path}: cyclic helper references: {' -> '.join(cycle)}"
+                    )
+                elif helper not in finished and helper in self.agents:
+                    visit(helper)
+            stack.pop()
+            finished.add(slug)
+
+        visit(root.spec.slug)
+
+    def _problem(self, agent: LoadedAgent, message: str) -> None:
+        self.problems.append(f"{agent.path}: {message}")
+
+
+def _agent_files_under(directory: Path) -> Iterator[Path]:
+    """Agent files found recursively under ``directory``, in a stable (sorted) order.
+
+    Symbolic links to directories are not followed, so a link loop cannot hang the loader.
+    """
+    for current, dirnames, filenames in os.walk(directory):
+        dirnames.sort()
+        for name in sorted(filenames):
+            candidate = Path(current) / name
+            if candidate.suffix in AGENT_FILE_SUFFIXES and candidate.is_file():
+                yield candidate
+
+
+def _did_you_mean(slug: str, *directories: Path) -> str:
+    """A hint naming agent files in ``directories`` whose slug is ``slug`` (spec §1.10 item 3).
+
+    Paths in the hint are relative to the first directory (the referring file's). Files that do
+    not parse are skipped silently: they are not what is being reported.
+    """
+    found: list[str] = []
+    for directory in dict.fromkeys(directories):
+        if not directory.is_dir():
+            continue
+        for candidate in sorted(directory.glob("*.json")):
+            try:
+                candidate_contents, _ = unwrap_agent_json(
+                    json.loads(candidate.read_text(encoding="utf-8-sig"))
+                )
+            except (OSError, UnicodeDecodeError, ValueError):
+                continue
+            shown = os.path.relpath(candidate, directories[0])
+            if candidate_contents.get("slug") == slug and shown not in found:
+                found.append(shown)
+    if not found:
+        return ""
+    return "; did you mean " + " or ".join(f"'{name}'" for name in found) + "?"
+
+
+def _absolute(path: str | Path) -> Path:
+    return Path(os.path.abspath(path))
+
+
+def _extend_unique(target: list[str], lines: Iterable[str]) -> None:
+    for line in lines:
+        if line not in target:
+            target.append(line)
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part not in _SCHEMA_CLASS_NAMES:
+            text += f".{part}" if text else part
+    return text
+
+
+def _format_message(detail: Any) -> str:
+    kind: str = detail["type"]
+    if kind == "missing":
+        return "field required"
+    if kind in ("value_error", "assertion_error"):
+        return str(detail.get("ctx", {}).get("error", detail["msg"]))
+    if kind == "literal_error":
+        return f"expected {detail['ctx']['expected']}, got {_describe(detail['input'])}"
+    prefix = kind.split("_", 1)[0]
+    if kind.endswith(("_type", "_parsing")) and prefix in _EXPECTED_BY_TYPE_PREFIX:
+        return f"expected {_EXPECTED_BY_TYPE_PREFIX[prefix]}, got {_describe(detail['input'])}"
+    message: str = detail["msg"]
+    return message[:1].lower() + message[1:]
+
+
+def _describe(value: Any) -> str:
+    """Name a JSON value the way a file author would recognise it: ``number 42``, ``a list``."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return json.dumps(value)
+    kind = "string" if isinstance(value, str) else "number"
+    shown = json.dumps(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return f"{kind} {shown}"

@@ -1,0 +1,188 @@
+"""The agent-file schema (spec/agent-files.md §1, spec/DECISIONS.md 5-6).
+
+An agent file is ``{"tag": "OpenAIAgentDescription", "contents": {...}}``; a bare ``contents``
+object is accepted too. Agent-level keys are camelCase, toolbox keys PascalCase (except the
+lower-case ``McpSimpleBinary`` contents). Unknown keys are ignored; :func:`unknown_keys` lists
+them so that ``agents check`` can warn about them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ENVELOPE_TAG = "OpenAIAgentDescription"
+
+#: Flavors we know (DECISIONS 6). ``openai`` and ``OpenAI`` are older spellings of OpenAIv1.
+KNOWN_FLAVORS = {"OpenAIv1", "KimiV1", "MistralV1", "OllamaV1", "openai", "OpenAI"}
+
+
+class _Lenient(BaseModel):
+    """Base for every schema object: unknown keys are kept aside, never an error."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=False)
+
+
+class Tagged(_Lenient):
+    """Aeson's tagged encoding: ``{"tag": ..., "contents": ...}`` or a record with inline fields."""
+
+    tag: str
+    contents: Any = None
+
+
+class BashDirectoryContents(_Lenient):
+    """``FileSystemDirectory`` contents: a directory of describe/run executables."""
+
+    Path: str
+    BasenameFilter: str | None = None
+    Bindings: list[Any] = Field(default_factory=list)
+
+
+class SingleToolContents(_Lenient):
+    """``SingleTool`` contents: one describe/run executable."""
+
+    Path: str
+    Bindings: list[Any] = Field(default_factory=list)
+
+
+class BashToolbox(_Lenient):
+    """An entry of ``bashToolboxes``: ``FileSystemDirectory`` or ``SingleTool``."""
+
+    tag: Literal["FileSystemDirectory", "SingleTool"]
+    contents: BashDirectoryContents | SingleToolContents
+
+    @field_validator("contents", mode="before")
+    @classmethod
+    def _contents_need_path(cls, value: Any) -> Any:
+        if not isinstance(value, dict) or "Path" not in value:
+            raise ValueError("a bash toolbox needs contents with a 'Path'")
+        return value
+
+
+class ExtraAgentRef(_Lenient):
+    """An entry of ``extraAgents``: a helper agent, by slug and (for files) path."""
+
+    slug: str
+    path: str | None = None
+    with_: dict[str, Any] | None = Field(default=None, alias="with")
+    narrowable: bool = True
+
+
+class Disposition(_Lenient):
+    """A tool-call disposition: ``runSync``, ``runAsync``, ``runIsolated``, ``defer``, ``decorate``."""
+
+    tag: Literal["runSync", "runAsync", "runIsolated", "defer", "decorate"]
+    reason: str | None = None
+    attachSeconds: float | None = None
+    spec: Any = None
+    decorators: list[Any] | None = None
+    inner: Disposition | None = None
+
+
+class PolicyRule(_Lenient):
+    """One ``toolCallPolicyConfig`` rule: an exact LLM-visible tool name and its disposition."""
+
+    tool: str
+    disposition: Disposition
+
+
+class ToolCallPolicyConfig(_Lenient):
+    """``toolCallPolicyConfig`` (spec/sessions.md §3.1): first matching rule wins, else default."""
+
+    default: Disposition = Field(default_factory=lambda: Disposition(tag="runSync"))
+    rules: list[PolicyRule] = Field(default_factory=list)
+
+
+class ParameterDecl(_Lenient):
+    """A declared parameter (spec/agent-files.md §4.1)."""
+
+    name: str
+    description: str | None = None
+    secret: bool = False
+    scope: Literal["process", "session", "message"] = "process"
+    required: bool = True
+    default: Any = None
+
+
+class AgentSpec(_Lenient):
+    """The ``contents`` of an agent file.
+
+    ``systemPrompt`` is a list of lines joined with newlines (:meth:`system_prompt_text`).
+    Only the fields this server acts on are typed; the others are kept as plain JSON.
+    """
+
+    slug: str
+    apiKeyId: str
+    flavor: str
+    modelUrl: str
+    modelName: str
+    announce: str
+    systemPrompt: list[str]
+    toolDirectory: str | None = None
+    bashToolboxes: list[BashToolbox] = Field(default_factory=list)
+    mcpServers: list[Tagged] | None = None
+    openApiToolboxes: list[Tagged] | None = None
+    postgrestToolboxes: list[Tagged] | None = None
+    builtinToolboxes: list[Tagged] | None = None
+    fileSandboxes: dict[str, Any] | None = None
+    skillSources: list[Any] | None = None
+    autoEnableSkills: list[str] = Field(default_factory=list)
+    extraAgents: list[ExtraAgentRef] | None = None
+    parameters: list[ParameterDecl] = Field(default_factory=list)
+    bindings: list[Any] = Field(default_factory=list)
+    executionMode: Literal["synchronous", "asynchronous"] = "synchronous"
+    toolCallPolicyConfig: ToolCallPolicyConfig | None = None
+    asyncYieldStrategy: Any = "yieldWhenAllDone"
+    maxConcurrency: int = 4
+    asyncCallTimeoutSeconds: float | None = None
+    mailInToolResult: bool = False
+    wakeOn: list[str] | None = None
+    interruptCompletions: bool = False
+    pauseCancelsCalls: bool = False
+    resumeOnAnyMail: bool = False
+
+    @field_validator("slug", "apiKeyId", "modelUrl")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    def system_prompt_text(self) -> str:
+        """The system prompt sent to the LLM: the ``systemPrompt`` lines joined with newlines."""
+        return "\n".join(self.systemPrompt)
+
+    def helper_refs(self) -> list[ExtraAgentRef]:
+        """The ``extraAgents`` entries, an empty list when absent."""
+        return list(self.extraAgents or [])
+
+
+def unwrap_agent_json(document: Any) -> tuple[dict[str, Any], bool]:
+    """Return the agent ``contents`` of a decoded agent file and whether it had the envelope.
+
+    Args:
+        document: the decoded JSON of an agent file.
+    Returns:
+        ``(contents, enveloped)``.
+    Raises:
+        ValueError: when the document is neither the envelope nor a bare agent object, or when
+            the envelope names another constructor.
+    """
+    if not isinstance(document, dict):
+        raise ValueError("an agent file must hold a JSON object")
+    if "tag" in document and "contents" in document:
+        if document["tag"] != ENVELOPE_TAG:
+            raise ValueError(f"unknown agent description tag {document['tag']!r}; expected {ENVELOPE_TAG!r}")
+        if not isinstance(document["contents"], dict):
+            raise ValueError("'contents' must be a JSON object")
+        return document["contents"], True
+    if "slug" in document:
+        return document, False
+    raise ValueError(f"expected {{\"tag\": \"{ENVELOPE_TAG}\", \"contents\": {{...}}}} or a bare agent object")
+
+
+def unknown_keys(contents: dict[str, Any]) -> list[str]:
+    """Agent-level keys that this schema does not know, sorted (warned about by ``check``)."""
+    known = set(AgentSpec.model_fields)
+    return sorted(k for k in contents if k not in known)

@@ -1,0 +1,104 @@
+"""Request-parsing helpers shared by the API views.
+
+Bodies are JSON whatever the Content-Type says (spec/DECISIONS.md 10): the documented curl
+examples send none, so they arrive as form data to a stock parser.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import IO, Any
+
+from django.conf import settings
+from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
+
+from agentsite.errors import ApiError, bad_request, payload_too_large
+
+#: Seconds a ``wait=true`` request waits by default, and at most (spec/server-api.md §1.0).
+DEFAULT_WAIT_TIMEOUT = 120.0
+MAX_WAIT_TIMEOUT = 600.0
+
+
+class AnyContentJSONParser(BaseParser):
+    """Parse every request body as JSON; an empty body parses to ``None`` (defaults)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: IO[bytes] | None, media_type: str | None = None, parser_context: Any = None) -> Any:
+        """Return the decoded JSON value, ``None`` for an empty body.
+
+        Raises:
+            ApiError: 400 ``bad_request`` for malformed JSON, 413 ``payload_too_large`` over the
+                body limit (``AGENTS_MAX_BODY_BYTES``).
+        """
+        if stream is None:
+            return None
+        limit = settings.AGENTS["MAX_BODY_BYTES"]
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise payload_too_large(limit)
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise bad_request(f"request body is not valid JSON: {error}") from error
+
+
+def json_object_body(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object; an empty body is ``{}``.
+
+    Raises:
+        ApiError: 400 ``bad_request`` when the body is JSON but not an object.
+    """
+    data = request.data
+    if data is None or data == {}:
+        return {}
+    if not isinstance(data, dict):
+        raise bad_request("request body must be a JSON object")
+    return data
+
+
+def parse_uuid(value: str, error: ApiError) -> uuid.UUID:
+    """Parse a path UUID, raising ``error`` (e.g. ``unknown_session``) when malformed."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise error from exc
+
+
+def query_bool(request: Request, name: str, default: bool = False) -> bool:
+    """A boolean query parameter: ``true``/``false``/``1``/``0``; a bare ``?name`` is true.
+
+    Raises:
+        ApiError: 400 ``bad_request`` for any other value.
+    """
+    if name not in request.query_params:
+        return default
+    value = request.query_params.get(name, "").strip().lower()
+    if value in ("", "true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise bad_request(f"query parameter {name!r} must be true or false, not {value!r}")
+
+
+def wait_params(request: Request) -> tuple[bool, float]:
+    """``(wait, timeout_seconds)`` from the query; timeout defaults to 120 s, clamped to 600 s.
+
+    Raises:
+        ApiError: 400 ``bad_request`` for a non-numeric or negative timeout.
+    """
+    wait = query_bool(request, "wait")
+    raw = request.query_params.get("timeout")
+    if raw is None or raw == "":
+        return wait, DEFAULT_WAIT_TIMEOUT
+    try:
+        timeout = float(raw)
+    except ValueError as exc:
+        raise bad_request(f"timeout must be a number of seconds, not {raw!r}") from exc
+    if timeout < 0 or timeout != timeout:
+        raise bad_request("timeout must be a non-negative number of seconds")
+    return wait, min(timeout, MAX_WAIT_TIMEOUT)

@@ -1,0 +1,13 @@
+"""The Celery app: Redis broker when ``REDIS_URL`` is set, the in-memory broker otherwise."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+
+app = Celery("agentsite")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(["sessions_app"])

@@ -1,0 +1,254 @@
+"""The ``agents`` command line: serve, worker, check, mock-llm and Django management commands.
+
+Every flag has an environment variable, so a container can be configured either way; a flag
+wins over its variable. Settings are read once, when Django starts, so the flags are turned into
+environment variables before that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("agentsite.cli")
+
+
+def _db_url(value: str) -> str:
+    """``--db`` takes a SQLite path or a database URL (``postgres://...``)."""
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent-file", action="append", default=None, metavar="FILE",
+        help="agent file to serve (repeatable); env AGENTS_AGENT_FILES, paths separated by os.pathsep",
+    )
+    parser.add_argument("--api-keys", metavar="FILE", help="LLM API keys file; env AGENTS_API_KEYS")
+    parser.add_argument(
+        "--db", metavar="FILE|URL",
+        help="SQLite file or postgres:// URL; env DATABASE_URL; default ./agents-server.db",
+    )
+
+
+def _apply_agent_flags(args: argparse.Namespace) -> None:
+    """Turn the shared flags into the environment variables the settings read."""
+    if args.agent_file:
+        os.environ["AGENTS_AGENT_FILES"] = os.pathsep.join(str(Path(p).resolve()) for p in args.agent_file)
+    if args.api_keys:
+        os.environ["AGENTS_API_KEYS"] = str(Path(args.api_keys).resolve())
+    if args.db:
+        os.environ["DATABASE_URL"] = _db_url(args.db)
+    elif "DATABASE_URL" not in os.environ:
+        os.environ["DATABASE_URL"] = _db_url("./agents-server.db")
+
+
+def _setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    import django
+
+    django.setup()
+
+
+def _load_agents_or_exit() -> None:
+    """Load the agent files and build every root agent's tools; exit 2 listing the problems."""
+    from agents_app.keys import ApiKeysError
+    from agents_app.loader import AgentLoadError
+    from agents_app.registry import load_registry_from_settings, set_registry
+    from sessions_app.runtime import reset_runtime_agents, runtime_agent
+    from tools_app.toolset import ToolBuildError
+
+    try:
+        registry = load_registry_from_settings()
+    except AgentLoadError as error:
+        for problem in error.problems:
+            print(f"agents: {problem}", file=sys.stderr)
+        raise SystemExit(2) from error
+    except ApiKeysError as error:
+        print(f"agents: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
+    set_registry(registry)
+    reset_runtime_agents()
+    for agent in registry.roots():
+        try:
+            runtime_agent(agent.spec.slug)
+        except ToolBuildError as error:
+            for problem in error.problems:
+                print(f"agents: {agent.spec.slug}: {problem}", file=sys.stderr)
+            raise SystemExit(2) from error
+
+
+def start_embedded_worker(concurrency: int) -> Any:
+    """Start a Celery worker in a thread of this process, on the in-memory broker.
+
+    Returns:
+        The worker controller (``.stop()`` ends it).
+    """
+    from agentsite.celery import app
+
+    worker = app.WorkController(
+        pool_cls="threads",
+        concurrency=concurrency,
+        loglevel="WARNING",
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+    )
+    threading.Thread(target=worker.start, name="embedded-celery-worker", daemon=True).start()
+    return worker
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Migrate, load the agents, start the embedded worker when configured, and serve HTTP."""
+    _apply_agent_flags(args)
+    if args.stream_tokens:
+        os.environ["AGENTS_STREAM_TOKENS"] = "true"
+    _setup_django()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from agents_app.registry import get_registry
+
+    call_command("migrate", interactive=False, verbosity=0)
+    _load_agents_or_exit()
+    if settings.EMBEDDED_WORKER:
+        start_embedded_worker(args.worker_concurrency)
+    log.info(
+        "server started",
+        extra={
+            "kind": "server.started",
+            "authentication": "none",
+            "bind": args.bind,
+            "port": args.port,
+            "db": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
+            "embedded_worker": settings.EMBEDDED_WORKER,
+            "agents": [agent.spec.slug for agent in get_registry().roots()],
+        },
+    )
+    from daphne.cli import CommandLineInterface
+
+    CommandLineInterface().run(["-b", args.bind, "-p", str(args.port), "agentsite.asgi:application"])
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run a Celery worker that executes session runs (needs ``REDIS_URL``)."""
+    _apply_agent_flags(args)
+    _setup_django()
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        print("agents worker: set REDIS_URL (the workers and the servers share the Redis broker)", file=sys.stderr)
+        return 2
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
+    _load_agents_or_exit()
+    from agentsite.celery import app
+
+    argv = ["worker", "--loglevel=WARNING", f"--concurrency={args.concurrency}", f"--pool={args.pool}"]
+    if args.hostname:
+        argv.append(f"--hostname={args.hostname}")
+    app.worker_main(argv)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate agent files: one line per problem on stderr, exit 1 when any (cli-and-mcp §3.3)."""
+    from agents_app.loader import AgentLoadError, load_agent_tree
+    from tools_app.toolset import ToolBuildError, build_toolset
+
+    problems: list[str] = []
+    for path in args.agent_file or []:
+        try:
+            tree = load_agent_tree(path)
+        except AgentLoadError as error:
+            problems.extend(error.problems)
+            continue
+        for warning in tree.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        for slug, agent in tree.agents.items():
+            try:
+                toolset = build_toolset(agent)
+            except ToolBuildError as error:
+                problems.extend(f"{agent.path}: {slug}: {problem}" for problem in error.problems)
+                continue
+            for warning in toolset.warnings:
+                print(f"warning: {agent.path}: {slug}: {warning}", file=sys.stderr)
+            if slug == tree.root.spec.slug:
+                print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+def cmd_mock_llm(args: argparse.Namespace) -> int:
+    """Serve a scripted OpenAI-compatible LLM (for the demo and the tests)."""
+    from agentsite.mockllm import serve_forever
+
+    serve_forever(args.script, args.host, args.port)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``agents`` command."""
+    parser = argparse.ArgumentParser(prog="agents", description="A durable LLM-agent server.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve the HTTP API (embedded worker unless REDIS_URL is set)")
+    _add_agent_flags(serve)
+    serve.add_argument("--bind", default=os.environ.get("AGENTS_BIND", "127.0.0.1"), help="env AGENTS_BIND")
+    serve.add_argument("--port", type=int, default=int(os.environ.get("AGENTS_PORT", "8080")), help="env AGENTS_PORT")
+    serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
+    serve.add_argument(
+        "--worker-concurrency", type=int, default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")),
+        help="runs at once in the embedded worker; env AGENTS_WORKER_CONCURRENCY",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run a Celery worker (scaled-out mode, needs REDIS_URL)")
+    _add_agent_flags(worker)
+    worker.add_argument("--concurrency", type=int, default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")))
+    worker.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
+    worker.add_argument("--hostname", default=None, help="Celery node name")
+    worker.set_defaults(func=cmd_worker)
+
+    check = sub.add_parser("check", help="validate agent files")
+    check.add_argument("--agent-file", action="append", required=True, metavar="FILE")
+    check.set_defaults(func=cmd_check)
+
+    mock = sub.add_parser("mock-llm", help="serve a scripted OpenAI-compatible LLM")
+    mock.add_argument("--script", required=True, help="JSON script (see agentsite/mockllm.py)")
+    mock.add_argument("--port", type=int, default=8081)
+    mock.add_argument("--host", default="127.0.0.1")
+    mock.set_defaults(func=cmd_mock_llm)
+
+    manage = sub.add_parser("manage", help="run a Django management command (e.g. createsuperuser)")
+    manage.add_argument("rest", nargs=argparse.REMAINDER)
+    manage.set_defaults(func=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``agents`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "manage":
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+        from django.core.management import execute_from_command_line
+
+        execute_from_command_line(["agents manage", *args.rest])
+        return 0
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

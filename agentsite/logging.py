@@ -1,0 +1,32 @@
+"""JSON log lines on stderr: one object per line with ``ts``, ``kind`` and ``session_id``.
+
+Prompts, LLM payloads, headers, query strings and keys are never passed to the logger, so
+they never reach this formatter (spec/server-api.md §9.5).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """Format a record as one JSON object: ``ts``, ``level``, ``kind``, ``message`` and extras."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Return the JSON line for ``record``; extra fields given with ``extra=`` are kept."""
+        line = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat().replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "kind": getattr(record, "kind", record.name),
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key not in line:
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)

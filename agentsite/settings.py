@@ -1,0 +1,164 @@
+"""Settings for the agents server: one environment reader, two topologies.
+
+Embedded default (nothing configured): SQLite in WAL mode, the in-memory channel layer and a
+Celery worker inside the server process on the in-memory broker.
+Scaled out: ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (Celery broker and channel layer).
+Every variable is listed in the README's configuration table.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="agents-server-development-key-change-me-in-production")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["*"])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "agents_app",
+    "tools_app",
+    "sessions_app",
+]
+
+MIDDLEWARE = [
+    "agentsite.middleware.BodyLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "agentsite.asgi.application"
+
+# --- database ---------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{Path.cwd() / 'agents-server.db'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers proceed while the worker writes; IMMEDIATE transactions take the write
+    # lock up front so two writers queue on busy_timeout instead of failing on lock upgrade.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
+    }
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis, celery, channels --------------------------------------------------------------------
+REDIS_URL = env("REDIS_URL", default="")
+EMBEDDED_WORKER = env.bool("AGENTS_EMBEDDED_WORKER", default=not REDIS_URL)
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_ALWAYS_EAGER = env.bool("AGENTS_CELERY_EAGER", default=False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- the agents server's own settings ------------------------------------------------------------
+AGENTS = {
+    # Agent files loaded at start, separated by os.pathsep like PATH.
+    "AGENT_FILES": [p for p in env("AGENTS_AGENT_FILES", default="").split(os.pathsep) if p],
+    # The shared LLM keys file (either shape: {"keys":[{"id","value"}]} or {"id": "value"}).
+    "API_KEYS_FILE": env("AGENTS_API_KEYS", default=""),
+    # Seconds a bash tool may run before its process group is killed, unless the agent sets
+    # asyncCallTimeoutSeconds.
+    "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
+    # Seconds an LLM request may take before the run fails.
+    "LLM_TIMEOUT": env.float("AGENTS_LLM_TIMEOUT", default=300.0),
+    # Run lease: length and renewal period, in seconds (server-api.md §7).
+    "LEASE_SECONDS": env.float("AGENTS_LEASE_SECONDS", default=30.0),
+    "LEASE_RENEW_SECONDS": env.float("AGENTS_LEASE_RENEW_SECONDS", default=10.0),
+    # Body limit in bytes (server-api.md §0: 32 MiB).
+    "MAX_BODY_BYTES": env.int("AGENTS_MAX_BODY_BYTES", default=32 * 1024 * 1024),
+    "STREAM_TOKENS": env.bool("AGENTS_STREAM_TOKENS", default=False),
+}
+DATA_UPLOAD_MAX_MEMORY_SIZE = None
+
+# --- rest framework -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_PARSER_CLASSES": ["agentsite.api.AnyContentJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "agentsite.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agents-server",
+    "DESCRIPTION": "Durable LLM agents over HTTP: sessions, runs, deferred tool calls and continuations.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": False,
+}
+
+# --- the rest ---------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "agentsite.logging.JsonFormatter"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+    "root": {"handlers": ["stderr"], "level": env("AGENTS_LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        "django.request": {"level": "ERROR"},
+        "daphne": {"level": "WARNING"},
+        "celery": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,48 @@
+"""URL routes: the REST API under /v1, health, the OpenAPI document and the admin."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, JsonResponse
+from django.urls import path
+from drf_spectacular.views import SpectacularJSONAPIView
+
+from agents_app.apis import AgentDetailApi, AgentListApi
+from sessions_app.apis import (
+    ContinuationApi,
+    SessionCollectionApi,
+    SessionDetailApi,
+    SessionMessagesApi,
+    SessionPendingApi,
+    SessionResumeApi,
+)
+from sessions_app.models import Session
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """``GET /healthz``: ``{"ok": true, "live_sessions": N, "active_runs": N}``.
+
+    ``live_sessions`` counts sessions that are neither idle nor failed (work is pending or
+    going on); ``active_runs`` counts sessions whose status is ``running``.
+    """
+    active = Session.objects.filter(status=Session.Status.RUNNING).count()
+    live = Session.objects.exclude(status__in=[Session.Status.IDLE, Session.Status.FAILED]).count()
+    return JsonResponse({"ok": True, "live_sessions": live, "active_runs": active})
+
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
+    path("v1/agents", AgentListApi.as_view(), name="agent-list"),
+    path("v1/agents/<str:slug>", AgentDetailApi.as_view(), name="agent-detail"),
+    path("v1/sessions", SessionCollectionApi.as_view(), name="session-collection"),
+    path("v1/sessions/<str:session_id>", SessionDetailApi.as_view(), name="session-detail"),
+    path("v1/sessions/<str:session_id>/messages", SessionMessagesApi.as_view(), name="session-messages"),
+    path("v1/sessions/<str:session_id>/resume", SessionResumeApi.as_view(), name="session-resume"),
+    path("v1/sessions/<str:session_id>/pending", SessionPendingApi.as_view(), name="session-pending"),
+    path("v1/continuations/<str:token>", ContinuationApi.as_view(), name="continuation"),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "agentsite.errors.handler404"
+handler500 = "agentsite.errors.handler500"

@@ -1,0 +1,218 @@
+"""The sessions REST API (spec/server-api.md §1): thin views over services and selectors."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentsite.api import json_object_body, parse_uuid, wait_params
+from agentsite.errors import bad_request, unknown_session, unknown_token
+from sessions_app import document as doc
+from sessions_app import selectors, services
+from sessions_app.models import Session
+from sessions_app.serializers import (
+    ContinuationSerializer,
+    ErrorSerializer,
+    MessageSerializer,
+    PendingSerializer,
+    ResumeSerializer,
+    SessionCreateSerializer,
+    SessionListSerializer,
+    SessionViewSerializer,
+    validated,
+)
+
+WAIT_PARAMETERS = [
+    OpenApiParameter("wait", bool, description="answer when the run stops (default false)"),
+    OpenApiParameter("timeout", float, description="seconds to wait, default 120, at most 600"),
+]
+ERRORS = {400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer}
+
+
+def _answer(request: Request, session: Session, *, created: bool = False) -> Response:
+    """Answer with the SessionView, after waiting for the run when ``wait=true``.
+
+    Create answers 201; the others 202 while the run is still going, else 200 (§1.0).
+    """
+    wait, timeout = wait_params(request)
+    if wait:
+        session = selectors.wait_for_run(session.pk, timeout)
+    else:
+        session = selectors.session_get(session.pk)
+    status = 201 if created else (202 if session.status == Session.Status.RUNNING else 200)
+    headers = {"Location": f"/v1/sessions/{session.pk}"} if created else None
+    return Response(selectors.session_view(session), status=status, headers=headers)
+
+
+def _session_id(value: str) -> uuid.UUID:
+    return parse_uuid(value, unknown_session(value))
+
+
+def _media(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return doc.media_from_api(data.get("media") or [])
+
+
+class SessionCollectionApi(APIView):
+    """``GET /v1/sessions`` (list) and ``POST /v1/sessions`` (create)."""
+
+    @extend_schema(
+        operation_id="listSessions",
+        parameters=[
+            OpenApiParameter("agent", str),
+            OpenApiParameter("status", str, description="comma-separated statuses"),
+            OpenApiParameter("parent", str, description="list the children of this session"),
+            OpenApiParameter("limit", int, description="1..500, default 50"),
+            OpenApiParameter("before", str, description="RFC 3339 updated_at, strictly older"),
+        ],
+        responses={200: SessionListSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        """List sessions, newest first."""
+        params = request.query_params
+        statuses = None
+        if params.get("status"):
+            statuses = [s.strip() for s in params["status"].split(",") if s.strip()]
+            unknown = [s for s in statuses if s not in Session.Status.values]
+            if unknown:
+                raise bad_request(f"unknown status {unknown[0]!r}; expected one of {', '.join(Session.Status.values)}")
+        parent = None
+        if params.get("parent"):
+            parent = _session_id(params["parent"])
+            selectors.session_get(parent)
+        try:
+            limit = int(params.get("limit", "50"))
+        except ValueError as exc:
+            raise bad_request("limit must be an integer between 1 and 500") from exc
+        if not 1 <= limit <= 500:
+            raise bad_request("limit must be an integer between 1 and 500")
+        before = None
+        if params.get("before"):
+            try:
+                before = datetime.fromisoformat(params["before"].replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise bad_request("before must be an RFC 3339 timestamp") from exc
+            if before.tzinfo is None:
+                raise bad_request("before must be an RFC 3339 timestamp with a time zone")
+        rows, next_before = selectors.session_list(
+            agent=params.get("agent") or None, statuses=statuses, parent=parent, limit=limit, before=before
+        )
+        return Response(
+            {"sessions": [selectors.meta_view(s) for s in rows], "next_before": selectors.rfc3339(next_before)}
+        )
+
+    @extend_schema(
+        operation_id="createSession",
+        request=SessionCreateSerializer,
+        parameters=WAIT_PARAMETERS,
+        responses={201: SessionViewSerializer, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
+        data = validated(SessionCreateSerializer, json_object_body(request))
+        if data.get("seal") or data.get("session_token"):
+            raise bad_request("seal and session_token need authentication (--auth-tokens)")
+        prompt = data.get("prompt")
+        media = _media(data)
+        alias = data.get("message")
+        if alias is not None and prompt is None:
+            prompt = alias.get("text")
+            media = media or doc.media_from_api(alias.get("media") or [])
+        parent_id = None
+        if data.get("parent"):
+            parent_id = _session_id(data["parent"])
+        wait_params(request)
+        session = services.session_create(
+            agent_slug=data["agent"],
+            prompt=prompt or None,
+            media=media,
+            run=data["run"],
+            parent_id=parent_id,
+        )
+        return _answer(request, session, created=True)
+
+
+class SessionDetailApi(APIView):
+    """``GET /v1/sessions/:id``."""
+
+    @extend_schema(
+        operation_id="getSession", parameters=WAIT_PARAMETERS, responses={200: SessionViewSerializer, **ERRORS}
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        """The session; with ``wait=true``, once its run stops (202 if still running at timeout)."""
+        session = selectors.session_get(_session_id(session_id))
+        return _answer(request, session)
+
+
+class SessionMessagesApi(APIView):
+    """``POST /v1/sessions/:id/messages``."""
+
+    @extend_schema(
+        operation_id="postMessage",
+        request=MessageSerializer,
+        parameters=WAIT_PARAMETERS,
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **ERRORS},
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        """Add a user message and run."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(MessageSerializer, json_object_body(request))
+        wait_params(request)
+        session = services.message_post(session_id=sid, prompt=data.get("prompt") or None, media=_media(data), run=data["run"])
+        return _answer(request, session)
+
+
+class SessionResumeApi(APIView):
+    """``POST /v1/sessions/:id/resume``."""
+
+    @extend_schema(
+        operation_id="resumeSession",
+        request=ResumeSerializer,
+        parameters=WAIT_PARAMETERS,
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **ERRORS},
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        """Start a run on a stored session (``mode``: step or until_blocked)."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(ResumeSerializer, json_object_body(request))
+        wait_params(request)
+        session = services.session_resume(session_id=sid, mode=data["mode"])
+        return _answer(request, session)
+
+
+class SessionPendingApi(APIView):
+    """``GET /v1/sessions/:id/pending``."""
+
+    @extend_schema(operation_id="listPendingCalls", responses={200: PendingSerializer, 404: ErrorSerializer})
+    def get(self, request: Request, session_id: str) -> Response:
+        """The deferred calls waiting for a continuation."""
+        session = selectors.session_get(_session_id(session_id))
+        return Response({"calls": doc.pending_calls(session.document)})
+
+
+class ContinuationApi(APIView):
+    """``POST /v1/continuations/:token``."""
+
+    @extend_schema(
+        operation_id="completeCall",
+        request=ContinuationSerializer,
+        parameters=WAIT_PARAMETERS,
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **ERRORS},
+    )
+    def post(self, request: Request, token: str) -> Response:
+        """Post a deferred call's result; the session resumes when its last deferred call is in."""
+        parsed = parse_uuid(token, unknown_token(token))
+        body = json_object_body(request)
+        if "result" not in body:
+            raise bad_request("result: This field is required.")
+        data = validated(ContinuationSerializer, body)
+        wait_params(request)
+        session = services.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
+        return _answer(request, session)

@@ -1,0 +1,358 @@
+"""The session document: the agents-exe session JSON, kept as plain JSON (spec/DECISIONS.md 1).
+
+A document is ``{"turns", "sessionId", "forkedFromSessionId", "turnId", "sessionVersion"?,
+"mailCursor"?}`` with ``turns`` newest first (``turns[0]`` is the head). Documents written by
+agents-exe are stored untouched, so load then dump gives back the same JSON; this module only
+reads them leniently and appends turns in the shapes agents-exe writes:
+
+- ``UserTurn`` contents: ``userPrompt`` (string), ``userTools`` (list), ``userQuery`` (a string,
+  ``null``, or ``{"text", "media": [...]}`` when media is attached) and ``userToolResponses``
+  (a list of ``[call, response]`` pairs; a text response is a bare string).
+- ``LlmTurn`` contents: ``llmResponse`` (``{rawResponse, responseText, responseThinking,
+  responseTokenUsage?}``) and ``llmToolCalls`` (OpenAI tool calls).
+- ``PartialUserTurn`` (our rendering; agents-exe never documented its JSON): a user turn whose
+  calls are not all final. Its ``trackedCalls`` hold one entry per call of the LLM turn below it:
+  ``{"tcId", "tcState", "tcCall", "tcResult", "tcContinuation", "tcPolicy"}`` with ``tcState``
+  one of ``Ready | Running | Deferred | Completed | Failed``. Once every call is final the head
+  becomes a full ``UserTurn`` (spec/sessions.md §1.8).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from typing import Any
+
+FINAL_STATES = {"Completed", "Failed"}
+
+#: What the LLM is told for a call whose result is not in yet (spec/sessions.md §2.4).
+PLACEHOLDER_MESSAGE = (
+    "This tool call has not finished yet. Its result will be delivered in a later message."
+)
+
+
+def new_document(session_id: str) -> dict[str, Any]:
+    """A new, empty session document for ``session_id`` (a UUID string)."""
+    return {
+        "turns": [],
+        "sessionId": session_id,
+        "forkedFromSessionId": None,
+        "turnId": str(uuid.uuid4()),
+        "sessionVersion": 1,
+    }
+
+
+def head(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest turn, or ``None`` for an empty session."""
+    turns = document.get("turns") or []
+    return turns[0] if turns else None
+
+
+def push_turn(document: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``document`` with ``turn`` as the new head and a fresh ``turnId``."""
+    updated = copy.deepcopy(document)
+    updated["turns"] = [turn, *updated.get("turns", [])]
+    updated["turnId"] = str(uuid.uuid4())
+    return updated
+
+
+def replace_head(document: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``document`` whose head turn is replaced by ``turn``."""
+    updated = copy.deepcopy(document)
+    updated["turns"] = [turn, *updated.get("turns", [])[1:]]
+    updated["turnId"] = str(uuid.uuid4())
+    return updated
+
+
+# --- building turns ---------------------------------------------------------------------------
+
+
+def make_query(text: str | None, media: list[dict[str, Any]] | None) -> Any:
+    """A ``userQuery`` value: a bare string without media, ``{"text", "media"}`` with media.
+
+    Args:
+        text: the prompt text, or ``None``.
+        media: attachments in session-document keys (``mimeType``, ``base64Data``, ``filename``?).
+    Returns:
+        ``None`` when there is neither text nor media.
+    """
+    if media:
+        return {"text": text or "", "media": media}
+    return text
+
+
+def user_turn(
+    system_prompt: str,
+    system_tools: list[dict[str, Any]],
+    query: Any,
+    tool_responses: list[list[Any]] | None = None,
+) -> dict[str, Any]:
+    """A full ``UserTurn`` (spec/sessions.md §1.3-1.4)."""
+    return {
+        "tag": "UserTurn",
+        "contents": {
+            "userPrompt": system_prompt,
+            "userQuery": query,
+            "userToolResponses": tool_responses or [],
+            "userTools": system_tools,
+        },
+    }
+
+
+def llm_turn(
+    raw_response: dict[str, Any],
+    text: str,
+    thinking: str | None,
+    tool_calls: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """An ``LlmTurn`` holding the provider's answer (spec/DECISIONS.md 1)."""
+    response: dict[str, Any] = {
+        "rawResponse": raw_response,
+        "responseText": text,
+        "responseThinking": thinking,
+    }
+    if usage is not None:
+        response["responseTokenUsage"] = usage
+    return {"tag": "LlmTurn", "contents": {"llmResponse": response, "llmToolCalls": tool_calls}}
+
+
+def partial_turn(
+    system_prompt: str, system_tools: list[dict[str, Any]], tracked: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A ``PartialUserTurn`` with one tracked call per LLM tool call, in the LLM's order."""
+    return {
+        "tag": "PartialUserTurn",
+        "contents": {
+            "userPrompt": system_prompt,
+            "userQuery": None,
+            "userTools": system_tools,
+            "trackedCalls": tracked,
+        },
+    }
+
+
+def tracked_call(
+    call: dict[str, Any],
+    state: str,
+    policy: dict[str, Any],
+    result: Any = None,
+    continuation: str | None = None,
+) -> dict[str, Any]:
+    """One tracked call of a partial turn, with a fresh internal ``tcId`` (a UUID)."""
+    return {
+        "tcId": str(uuid.uuid4()),
+        "tcState": state,
+        "tcCall": call,
+        "tcResult": result,
+        "tcContinuation": continuation,
+        "tcPolicy": policy,
+    }
+
+
+def close_partial(turn: dict[str, Any]) -> dict[str, Any]:
+    """The full ``UserTurn`` that a partial turn becomes once all its calls are final."""
+    contents = turn["contents"]
+    responses = [[tc["tcCall"], tc["tcResult"]] for tc in contents["trackedCalls"]]
+    return user_turn(contents.get("userPrompt", ""), contents.get("userTools", []), contents.get("userQuery"), responses)
+
+
+def all_final(turn: dict[str, Any]) -> bool:
+    """Whether every tracked call of a partial turn is ``Completed`` or ``Failed``."""
+    return all(tc["tcState"] in FINAL_STATES for tc in turn["contents"]["trackedCalls"])
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def response_text(llm_contents: dict[str, Any]) -> str:
+    """The text of an ``LlmTurn``: ``llmResponse.responseText``, or a bare string (older files)."""
+    response = llm_contents.get("llmResponse")
+    if isinstance(response, str):
+        return response
+    if isinstance(response, dict):
+        return response.get("responseText") or ""
+    return ""
+
+
+def tool_calls_of(llm_contents: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls of an ``LlmTurn`` (an empty list when there are none)."""
+    return list(llm_contents.get("llmToolCalls") or [])
+
+
+def status_of(document: dict[str, Any]) -> str:
+    """The status a session's turns imply when no run is active (spec/server-api.md §3).
+
+    Returns:
+        ``ready`` (empty session, or work for the LLM or the tools), ``idle`` (the head is a final
+        answer) or ``waiting_external`` (the head partial turn waits only on deferred calls).
+    """
+    turn = head(document)
+    if turn is None:
+        return "ready"
+    tag = turn.get("tag")
+    if tag == "LlmTurn":
+        return "ready" if tool_calls_of(turn["contents"]) else "idle"
+    if tag == "PartialUserTurn":
+        states = {tc["tcState"] for tc in turn["contents"]["trackedCalls"]}
+        open_states = states - FINAL_STATES
+        if open_states and open_states <= {"Deferred"}:
+            return "waiting_external"
+        return "ready"
+    return "ready"
+
+
+def pending_calls(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The deferred calls still waiting on the head partial turn, as DeferredCallView dicts.
+
+    Shape (spec/server-api.md §1.3): ``{tool_call_id, continuation_token, tool, disposition,
+    call}``, where ``tool_call_id`` is our internal UUID and ``call.id`` the provider's id.
+    """
+    turn = head(document)
+    if turn is None or turn.get("tag") != "PartialUserTurn":
+        return []
+    views = []
+    for tc in turn["contents"]["trackedCalls"]:
+        if tc["tcState"] != "Deferred":
+            continue
+        views.append(
+            {
+                "tool_call_id": tc["tcId"],
+                "continuation_token": tc["tcContinuation"],
+                "tool": tc["tcCall"].get("function", {}).get("name"),
+                "disposition": tc["tcPolicy"],
+                "call": tc["tcCall"],
+            }
+        )
+    return views
+
+
+# --- the OpenAI request -------------------------------------------------------------------------
+
+
+def render_tool_response(response: Any) -> str:
+    """The text of a tool message for a stored tool response (spec/sessions.md §1.6 printing)."""
+    if isinstance(response, str):
+        return response
+    if isinstance(response, dict):
+        kind = response.get("type")
+        if kind == "text":
+            return str(response.get("content", ""))
+        if kind == "json":
+            return json.dumps(response.get("content"), ensure_ascii=False)
+        if kind == "media":
+            return _media_label(response)
+        if kind == "mixed":
+            parts = []
+            for part in response.get("parts", []):
+                if part.get("type") == "text":
+                    parts.append(str(part.get("text", "")))
+                else:
+                    parts.append(_media_label(part))
+            return "\n".join(parts)
+    return json.dumps(response, ensure_ascii=False)
+
+
+def _media_label(media: dict[str, Any]) -> str:
+    size = len(media.get("base64Data", "")) * 3 // 4
+    name = media.get("filename") or "unnamed"
+    return f"[Media: {media.get('mimeType', 'application/octet-stream')}, {name}, {size} bytes]"
+
+
+def _query_content(query: Any) -> Any:
+    """OpenAI user-message content for a ``userQuery`` (DECISIONS 2; agent-files.md §2.2)."""
+    if isinstance(query, str):
+        return query
+    if not isinstance(query, dict):
+        return str(query)
+    text = query.get("text") or ""
+    media = query.get("media") or []
+    if not media:
+        return text
+    parts: list[dict[str, Any]] = []
+    if text:
+        parts.append({"type": "text", "text": text})
+    for item in media:
+        mime = item.get("mimeType", "application/octet-stream")
+        data = item.get("base64Data", "")
+        if mime == "application/pdf":
+            parts.append(
+                {
+                    "type": "file",
+                    "file": {"filename": item.get("filename") or "document.pdf", "file_data": f"data:{mime};base64,{data}"},
+                }
+            )
+        elif mime.startswith("text/") or mime in {"application/json", "application/xml"}:
+            decoded = base64.b64decode(data).decode("utf-8", errors="replace")
+            parts.append({"type": "text", "text": f"[{item.get('filename') or 'attachment'}]\n{decoded}"})
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}})
+    return parts
+
+
+def _clean_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function", {})
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {"name": function.get("name"), "arguments": function.get("arguments", "{}")},
+    }
+
+
+def placeholder(call: dict[str, Any]) -> str:
+    """The tool message sent for a call whose result is not in yet (spec/sessions.md §2.4)."""
+    return json.dumps({"status": "running", "message": PLACEHOLDER_MESSAGE, "tool_call_id": call.get("id")})
+
+
+def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[str, Any]]:
+    """The chat-completions ``messages`` for a session (spec/agent-files.md §2.2).
+
+    Turns are replayed oldest first. A user turn yields its tool messages (exactly one per call
+    of the LLM turn before it) and then its user message, so the provider always sees every tool
+    call answered before any new user text.
+
+    Args:
+        document: the session document.
+        system_prompt: the system message text (the agent's current prompt).
+    Returns:
+        A list of OpenAI chat messages, the system message first.
+    """
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    for turn in reversed(document.get("turns") or []):
+        tag = turn.get("tag")
+        contents = turn.get("contents") or {}
+        if tag == "LlmTurn":
+            message: dict[str, Any] = {"role": "assistant", "content": response_text(contents)}
+            calls = tool_calls_of(contents)
+            if calls:
+                message["tool_calls"] = [_clean_call(c) for c in calls]
+            messages.append(message)
+            continue
+        if tag == "UserTurn":
+            for call, response in contents.get("userToolResponses") or []:
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.get("id"), "content": render_tool_response(response)}
+                )
+        elif tag == "PartialUserTurn":
+            for tc in contents.get("trackedCalls") or []:
+                content = (
+                    render_tool_response(tc["tcResult"]) if tc["tcState"] in FINAL_STATES else placeholder(tc["tcCall"])
+                )
+                messages.append({"role": "tool", "tool_call_id": tc["tcCall"].get("id"), "content": content})
+        query = contents.get("userQuery")
+        if query is not None and query != "":
+            messages.append({"role": "user", "content": _query_content(query)})
+    return messages
+
+
+def media_from_api(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Convert HTTP ``media`` items (``mime``/``base64``/``filename``) to document keys (DECISIONS 2)."""
+    converted = []
+    for item in items:
+        media = {"mimeType": item["mime"], "base64Data": item["base64"]}
+        if item.get("filename") is not None:
+            media["filename"] = item["filename"]
+        converted.append(media)
+    return converted

@@ -1,0 +1,93 @@
+"""Session and Continuation rows (spec/ARCHITECTURE.md "Storage", spec/server-api.md §7).
+
+The conversation itself is the agents-exe session document, stored as TEXT rather than a JSON
+column: PostgreSQL's jsonb refuses ``\\u0000`` and reorders keys, and a session file must come
+back byte-compatible. Every stored change increments ``version``; writes are fenced with
+``UPDATE ... WHERE version = n`` (see ``sessions_app.services.store``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django.db import models
+
+
+class Session(models.Model):
+    """One conversation, its metadata and its run lease.
+
+    Status values (spec/server-api.md §3): ``ready``, ``running``, ``waiting_external``, ``idle``,
+    ``failed``, ``paused``. A run is requested by setting ``status=running`` with a fresh
+    ``run_id``; a worker claims it by writing ``run_owner`` and ``run_lease_until``.
+    """
+
+    class Status(models.TextChoices):
+        READY = "ready"
+        RUNNING = "running"
+        WAITING_EXTERNAL = "waiting_external"
+        IDLE = "idle"
+        FAILED = "failed"
+        PAUSED = "paused"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent_slug = models.CharField(max_length=200, db_index=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    owner = models.CharField(max_length=200, null=True, blank=True)
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.READY)
+    status_detail = models.TextField(null=True, blank=True)
+    version = models.IntegerField(default=0)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    forked_from = models.UUIDField(null=True, blank=True)
+    sealed = models.BooleanField(default=False)
+    session_token_sha256 = models.CharField(max_length=64, null=True, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    run_id = models.UUIDField(null=True, blank=True)
+    run_mode = models.CharField(max_length=32, null=True, blank=True)
+    run_owner = models.CharField(max_length=200, null=True, blank=True)
+    run_lease_until = models.DateTimeField(null=True, blank=True)
+    document_json = models.TextField()
+
+    class Meta:
+        indexes = [
+            # the listing filters: by status, by parent, by owner, newest first
+            models.Index(fields=["status", "updated_at"]),
+            models.Index(fields=["owner", "updated_at"]),
+            models.Index(fields=["updated_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_slug} {self.id} ({self.status})"
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The session document (agents-exe JSON, turns newest first)."""
+        return json.loads(self.document_json)
+
+
+class Continuation(models.Model):
+    """A deferred tool call waiting for an external worker, addressed by its token.
+
+    ``result`` and ``completed_at`` are set when a worker posts the result; ``applied_at`` when the
+    result has been written into the session document (at once without a run, or by the run
+    before its next step).
+    """
+
+    token = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="continuations")
+    tool_call_id = models.CharField(max_length=64)
+    provider_call_id = models.CharField(max_length=200, blank=True, default="")
+    call = models.JSONField()
+    disposition = models.JSONField()
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "completed_at"])]
+
+    def __str__(self) -> str:
+        return f"continuation {self.token} of {self.session_id}"

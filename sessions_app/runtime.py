@@ -1,0 +1,88 @@
+"""Runtime agents: a loaded agent with its tools, policy and API key, built once per process.
+
+Building an agent runs every bash tool's ``describe``, so the result is cached per slug for the
+life of the process (agent files are not reloaded while serving).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from agents_app.keys import api_key_for
+from agents_app.loader import LoadedAgent
+from agents_app.registry import get_registry
+from agentsite.errors import unknown_agent
+from tools_app.policy import ToolCallPolicy
+from tools_app.toolset import ToolSet, build_toolset
+
+
+@dataclass
+class RuntimeAgent:
+    """Everything a run needs from an agent.
+
+    Attributes:
+        loaded: the agent as loaded from its file.
+        toolset: its tools (wire names -> tools).
+        policy: its tool-call policy (spec/sessions.md §3.1).
+        api_key: the key for its ``apiKeyId``, or ``None`` (no Authorization header).
+    """
+
+    loaded: LoadedAgent
+    toolset: ToolSet
+    policy: ToolCallPolicy
+    api_key: str | None
+
+    @property
+    def slug(self) -> str:
+        """The agent's slug."""
+        return self.loaded.spec.slug
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt text."""
+        return self.loaded.spec.system_prompt_text()
+
+    def system_tools(self) -> list[dict[str, Any]]:
+        """The ``userTools`` entries stored on each user turn."""
+        return self.toolset.system_tools()
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` of a chat-completions request."""
+        return self.toolset.openai_tools()
+
+
+_lock = threading.Lock()
+_cache: dict[str, RuntimeAgent] = {}
+
+
+def runtime_agent(slug: str) -> RuntimeAgent:
+    """The runtime agent for a root ``slug``, built on first use.
+
+    Raises:
+        ApiError: 404 ``unknown_agent`` when no root agent has that slug.
+        tools_app.toolset.ToolBuildError: the agent's tools cannot be built.
+    """
+    with _lock:
+        cached = _cache.get(slug)
+        if cached is not None:
+            return cached
+        registry = get_registry()
+        loaded = registry.get(slug)
+        if loaded is None:
+            raise unknown_agent(slug)
+        agent = RuntimeAgent(
+            loaded=loaded,
+            toolset=build_toolset(loaded),
+            policy=ToolCallPolicy.from_config(loaded.spec.toolCallPolicyConfig),
+            api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
+        )
+        _cache[slug] = agent
+        return agent
+
+
+def reset_runtime_agents() -> None:
+    """Forget every built agent (tests and the CLI, after installing a new registry)."""
+    with _lock:
+        _cache.clear()

@@ -1,0 +1,105 @@
+"""Reads of sessions: lookups, listings and the JSON views of spec/server-api.md §1.3."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import close_old_connections
+
+from agentsite.errors import unknown_session
+from sessions_app import document as doc
+from sessions_app.models import Session
+
+#: Seconds between two reads while waiting for a run to stop.
+WAIT_POLL_SECONDS = 0.05
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    """An aware datetime as RFC 3339 UTC with a ``Z`` (microseconds kept)."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def session_get(session_id: uuid.UUID) -> Session:
+    """The session with ``session_id``.
+
+    Raises:
+        ApiError: 404 ``unknown_session``.
+    """
+    session = Session.objects.filter(pk=session_id).first()
+    if session is None:
+        raise unknown_session(session_id)
+    return session
+
+
+def session_list(
+    *,
+    agent: str | None,
+    statuses: list[str] | None,
+    parent: uuid.UUID | None,
+    limit: int,
+    before: datetime | None,
+) -> tuple[list[Session], datetime | None]:
+    """A page of sessions, newest ``updated_at`` first (spec/server-api.md §1.2 #9).
+
+    Top-level sessions only, unless ``parent`` asks for that session's children.
+
+    Returns:
+        ``(rows, next_before)``: ``next_before`` is the last row's ``updated_at`` when the page is
+        full, else ``None``.
+    """
+    query = Session.objects.all()
+    query = query.filter(parent_id=parent) if parent is not None else query.filter(parent__isnull=True)
+    if agent:
+        query = query.filter(agent_slug=agent)
+    if statuses:
+        query = query.filter(status__in=statuses)
+    if before is not None:
+        query = query.filter(updated_at__lt=before)
+    rows = list(query.order_by("-updated_at", "-id")[:limit])
+    next_before = rows[-1].updated_at if len(rows) == limit else None
+    return rows, next_before
+
+
+def meta_view(session: Session) -> dict[str, Any]:
+    """SessionMetaView: the session's metadata without its turns."""
+    return {
+        "session_id": str(session.pk),
+        "agent": session.agent_slug,
+        "parent_session_id": str(session.parent_id) if session.parent_id else None,
+        "owner": session.owner,
+        "status": session.status,
+        "status_detail": session.status_detail,
+        "version": session.version,
+        "created_at": rfc3339(session.created_at),
+        "updated_at": rfc3339(session.updated_at),
+        "sealed": session.sealed,
+        "params": session.params or {},
+    }
+
+
+def session_view(session: Session) -> dict[str, Any]:
+    """SessionView: the metadata, the session document and the pending deferred calls."""
+    document = session.document
+    view = meta_view(session)
+    view["session"] = document
+    view["pending"] = doc.pending_calls(document)
+    return view
+
+
+def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
+    """Wait up to ``timeout`` seconds for the session's run to stop; return the session then.
+
+    A client that goes away while waiting does not affect the run: this only reads.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        session = session_get(session_id)
+        if session.status != Session.Status.RUNNING or time.monotonic() >= deadline:
+            return session
+        time.sleep(WAIT_POLL_SECONDS)
+        close_old_connections()

@@ -1,0 +1,336 @@
+"""Every change to sessions and continuations goes through here (services write, selectors read).
+
+Each service writes its change in one transaction and, for changes that start a run, enqueues
+the run task on commit (spec/ARCHITECTURE.md "The flow of one run", step 1). Session rows are
+written with a compare-and-store on ``version`` (spec/server-api.md §7).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_session, unknown_token
+from sessions_app import document as doc
+from sessions_app.engine import NewContinuation, apply_result
+from sessions_app.models import Continuation, Session
+from sessions_app.runtime import runtime_agent
+
+RUN_MODES = ("step", "until_blocked")
+
+
+class VersionConflict(Exception):
+    """A compare-and-store found another version than the one it read."""
+
+
+def db_now() -> datetime:
+    """The current time from the database's clock on PostgreSQL (shared by every process),
+    from this process's clock on SQLite (one machine)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT now()")
+            return cursor.fetchone()[0]
+    return timezone.now()
+
+
+def store(session: Session, document: dict[str, Any], *, fence_run: str | None = None, **fields: Any) -> Session:
+    """Store a new version of ``session`` if nobody stored one since it was read.
+
+    Args:
+        session: the row as read; its ``version`` is the expected one.
+        document: the new session document.
+        fence_run: when given, the write also requires that this worker (``run_owner``) still
+            holds the run ``session.run_id``: a worker that lost its lease cannot write.
+        **fields: other columns to set (``status``, ``status_detail``, run fields...).
+    Returns:
+        The row as stored (version incremented, ``updated_at`` now).
+    Raises:
+        VersionConflict: the stored version moved, or the fence no longer holds.
+    """
+    now = db_now()
+    query = Session.objects.filter(pk=session.pk, version=session.version)
+    if fence_run is not None:
+        query = query.filter(run_owner=fence_run, run_id=session.run_id)
+    document_json = json.dumps(document, ensure_ascii=False)
+    changed = query.update(document_json=document_json, version=F("version") + 1, updated_at=now, **fields)
+    if changed != 1:
+        raise VersionConflict(f"session {session.pk} changed since version {session.version}")
+    session.document_json = document_json
+    session.version += 1
+    session.updated_at = now
+    for name, value in fields.items():
+        setattr(session, name, value)
+    return session
+
+
+def _enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID) -> None:
+    from sessions_app.tasks import run_session_task
+
+    transaction.on_commit(lambda: run_session_task.delay(str(session_id), str(run_id)))
+
+
+def _run_fields(mode: str) -> dict[str, Any]:
+    """Columns that request a run: ``status=running`` and a fresh ``run_id`` for the task to claim."""
+    return {
+        "status": Session.Status.RUNNING,
+        "status_detail": None,
+        "run_id": uuid.uuid4(),
+        "run_mode": mode,
+        "run_owner": None,
+        "run_lease_until": None,
+    }
+
+
+def _lock(session_id: uuid.UUID) -> Session:
+    try:
+        return Session.objects.select_for_update().get(pk=session_id)
+    except Session.DoesNotExist as exc:
+        raise unknown_session(session_id) from exc
+
+
+def run_is_active(session: Session) -> bool:
+    """Whether a run is requested or going on ``session``."""
+    return session.status == Session.Status.RUNNING
+
+
+def session_create(
+    *,
+    agent_slug: str,
+    prompt: str | None,
+    media: list[dict[str, Any]] | None,
+    run: str,
+    parent_id: uuid.UUID | None = None,
+    owner: str | None = None,
+) -> Session:
+    """Create a session (``POST /v1/sessions``, spec/server-api.md §1.2 #8).
+
+    Without a prompt and media the session is empty and ``ready``; with ``run="none"`` its first
+    turn is stored and it stays ``ready``; otherwise a run is requested.
+
+    Raises:
+        ApiError: 404 ``unknown_agent``; 404 ``unknown_session`` for a missing parent.
+    """
+    agent = runtime_agent(agent_slug)
+    with transaction.atomic():
+        parent = None
+        if parent_id is not None:
+            parent = Session.objects.filter(pk=parent_id).first()
+            if parent is None:
+                raise unknown_session(parent_id)
+        session_id = uuid.uuid4()
+        document = doc.new_document(str(session_id))
+        query = doc.make_query(prompt, media)
+        if query is not None:
+            document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
+        fields: dict[str, Any] = {"status": Session.Status.READY}
+        starts_run = query is not None and run != "none"
+        if starts_run:
+            fields = _run_fields(run)
+        now = db_now()
+        session = Session.objects.create(
+            id=session_id,
+            agent_slug=agent_slug,
+            parent=parent,
+            owner=owner,
+            version=1,
+            created_at=now,
+            updated_at=now,
+            document_json=json.dumps(document, ensure_ascii=False),
+            **fields,
+        )
+        if starts_run:
+            _enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def message_post(*, session_id: uuid.UUID, prompt: str | None, media: list[dict[str, Any]] | None, run: str) -> Session:
+    """Add a user message and run (``POST /v1/sessions/:id/messages``, §1.2 #12).
+
+    The message becomes a new user turn when the head is a final answer, a user turn, or there
+    is no turn. A session whose head still waits on tool calls cannot take a new user turn
+    without breaking the transcript (every tool call must be answered first).
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``not_accepting_messages`` while a run is active
+            or tool calls are unanswered; 400 ``bad_request`` for an empty message.
+    """
+    query = doc.make_query(prompt, media)
+    if query is None:
+        raise bad_request("a message needs a prompt or media")
+    with transaction.atomic():
+        session = _lock(session_id)
+        agent = runtime_agent(session.agent_slug)
+        document = session.document
+        head = doc.head(document)
+        accepts = head is None or head["tag"] == "UserTurn" or (
+            head["tag"] == "LlmTurn" and not doc.tool_calls_of(head["contents"])
+        )
+        if run_is_active(session) or not accepts:
+            raise ApiError(
+                409,
+                "not_accepting_messages",
+                f"session {session.pk} is {session.status} and has unanswered tool calls or a run in progress",
+            )
+        document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
+        if run == "none":
+            return store(session, document, status=Session.Status.READY, status_detail=None)
+        session = store(session, document, **_run_fields(run))
+        _enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def session_resume(*, session_id: uuid.UUID, mode: str) -> Session:
+    """Start a run on a stored session (``POST /v1/sessions/:id/resume``, §1.2 #13).
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``run_in_progress``.
+    """
+    with transaction.atomic():
+        session = _lock(session_id)
+        if run_is_active(session):
+            raise run_in_progress(session.pk)
+        runtime_agent(session.agent_slug)
+        session = store(session, session.document, **_run_fields(mode))
+        _enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def normalize_tool_result(result: Any) -> Any:
+    """Check a continuation ``result`` (spec/DECISIONS.md 3) and return it in document form.
+
+    A JSON string is a text result (stored as a bare string, as agents-exe writes text);
+    otherwise ``{"type": "text"|"json"|"media"|"mixed", ...}``.
+
+    Raises:
+        ApiError: 400 ``bad_request`` naming what is wrong.
+    """
+    if isinstance(result, str):
+        return result
+    if not isinstance(result, dict) or "type" not in result:
+        raise bad_request('result must be a string or an object with "type" (text, json, media or mixed)')
+    kind = result["type"]
+    if kind == "text":
+        if not isinstance(result.get("content"), str):
+            raise bad_request('a "text" result needs a string "content"')
+        return result["content"]
+    if kind == "json":
+        if "content" not in result:
+            raise bad_request('a "json" result needs "content"')
+        return {"type": "json", "content": result["content"]}
+    if kind == "media":
+        return _check_media(result, "result")
+    if kind == "mixed":
+        parts = result.get("parts")
+        if not isinstance(parts, list):
+            raise bad_request('a "mixed" result needs a list of "parts"')
+        checked = []
+        for index, part in enumerate(parts):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                checked.append({"type": "text", "text": part["text"]})
+            elif isinstance(part, dict) and part.get("type") == "media":
+                checked.append(_check_media(part, f"parts[{index}]"))
+            else:
+                raise bad_request(f'parts[{index}] must be {{"type": "text", "text"}} or a media part')
+        return {"type": "mixed", "parts": checked}
+    raise bad_request(f"unknown result type {kind!r}; expected text, json, media or mixed")
+
+
+def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
+    if not isinstance(value.get("mimeType"), str) or not isinstance(value.get("base64Data"), str):
+        raise bad_request(f'{where}: a media part needs string "mimeType" and "base64Data"')
+    media = {"type": "media", "mimeType": value["mimeType"], "base64Data": value["base64Data"]}
+    if isinstance(value.get("filename"), str):
+        media["filename"] = value["filename"]
+    return media
+
+
+def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Session:
+    """Complete a deferred call (``POST /v1/continuations/:token``, §1.2 #25).
+
+    With a run active the result is recorded and the run applies it before its next step.
+    Otherwise it is written into the session at once and, when ``resume`` is true and no other
+    deferred call of that turn is left, a run is requested.
+
+    Raises:
+        ApiError: 404 ``unknown_token``; 409 ``token_already_completed``; 400 ``bad_request``.
+    """
+    response = normalize_tool_result(result)
+    with transaction.atomic():
+        continuation = Continuation.objects.select_for_update().filter(pk=token).first()
+        if continuation is None:
+            raise unknown_token(token)
+        if continuation.completed_at is not None:
+            raise ApiError(409, "token_already_completed", f"continuation {token} was already completed")
+        session = _lock(continuation.session_id)
+        now = db_now()
+        continuation.result = response
+        continuation.completed_at = now
+        if run_is_active(session):
+            continuation.save(update_fields=["result", "completed_at"])
+            return session
+        continuation.applied_at = now
+        continuation.save(update_fields=["result", "completed_at", "applied_at"])
+        updated = apply_result(session.document, str(token), response)
+        if updated is None:
+            # the call is no longer at the head (e.g. the session was forked past it): keep the
+            # result on the continuation only
+            return session
+        if resume and doc.status_of(updated) == Session.Status.READY:
+            session = store(session, updated, **_run_fields("until_blocked"))
+            _enqueue_run(session.pk, session.run_id)
+        else:
+            session = store(session, updated, status=doc.status_of(updated), status_detail=None)
+    return session
+
+
+def apply_completed_continuations(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], list[uuid.UUID]]:
+    """Fold results posted during a run into ``document`` (the run calls this before each step).
+
+    Returns:
+        The new document and the tokens applied (to mark with the step's store).
+    """
+    pending = Continuation.objects.filter(session=session, completed_at__isnull=False, applied_at__isnull=True)
+    applied = []
+    for continuation in pending.order_by("completed_at"):
+        updated = apply_result(document, str(continuation.token), continuation.result)
+        if updated is not None:
+            document = updated
+        applied.append(continuation.token)
+    return document, applied
+
+
+def create_continuations(session: Session, new: list[NewContinuation]) -> None:
+    """Create the Continuation rows of newly deferred calls (inside the step's transaction)."""
+    now = db_now()
+    Continuation.objects.bulk_create(
+        [
+            Continuation(
+                token=uuid.UUID(item.token),
+                session=session,
+                tool_call_id=item.tool_call_id,
+                provider_call_id=str(item.call.get("id") or ""),
+                call=item.call,
+                disposition=item.disposition,
+                created_at=now,
+            )
+            for item in new
+        ]
+    )
+
+
+def mark_applied(tokens: list[uuid.UUID]) -> None:
+    """Record that these continuations' results are now in the session document."""
+    if tokens:
+        Continuation.objects.filter(pk__in=tokens).update(applied_at=db_now())
+
+
+def lease_deadline(now: datetime) -> datetime:
+    """When a lease taken or renewed at ``now`` expires (``AGENTS_LEASE_SECONDS``, default 30 s)."""
+    return now + timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])

@@ -1,0 +1,13 @@
+"""Celery tasks: thin wrappers over the run loop."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from sessions_app import runner
+
+
+@shared_task(name="sessions.run_session", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_session_task(session_id: str, run_id: str) -> None:
+    """Execute run ``run_id`` of a session; a duplicate delivery finds it claimed and exits."""
+    runner.run_session(session_id, run_id)

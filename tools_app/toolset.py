@@ -1,0 +1,232 @@
+"""The tools of one agent (spec/tools.md §0.2, §1.1-1.2; DECISIONS.md item 4).
+
+:func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
+``toolDirectory`` and ``bashToolboxes``, with LLM-valid, unique wire names. Toolbox kinds this
+server does not implement yet make the build fail with one line per offending entry, so an agent
+never runs with a silently smaller tool list.
+
+What is fatal and what is only a warning:
+
+* fatal (:class:`ToolBuildError`): an unsupported toolbox kind or bindings; a ``bashToolboxes``
+  path that is missing (directory, or ``SingleTool`` file) or not executable; two tools with the
+  same name.
+* warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation, §1.2); a
+  missing ``toolDirectory`` (it also holds sub-agent files and is often declared without tools);
+  a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
+
+Sub-agent tools (``io_prompt_agent_<slug>``) and other in-process tools are not built here: the
+session engine builds them and adds them with :meth:`ToolSet.with_extra_tools`, which applies the
+same naming and duplicate rules. Nothing is cached; each call runs every ``describe`` again.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agents_app.schema import AgentSpec
+
+from .base import Tool
+from .bash import BashTool, BashToolLoadError, DescribeError, load_bash_directory, load_single_tool
+from .names import ToolNameMap
+
+
+class _AgentLike(Protocol):
+    """What :func:`build_toolset` needs of ``agents_app.loader.LoadedAgent``."""
+
+    spec: AgentSpec
+
+    def resolve(self, relative: str) -> Path: ...
+
+
+class ToolBuildError(Exception):
+    """An agent's tools cannot be built; ``problems`` holds one human-readable line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass
+class ToolSet:
+    """The tools of an agent, in the order they are declared to the LLM.
+
+    Attributes:
+        tools: the tools; their ``name`` (wire name) is unique and LLM-valid.
+        warnings: non-fatal load problems, one line each (shown by ``check`` and in logs).
+
+    Raises (on construction):
+        ToolBuildError: two tools share a wire name.
+    """
+
+    tools: list[Tool]
+    warnings: list[str] = field(default_factory=list)
+    _by_name: dict[str, Tool] = field(init=False, repr=False)
+    _names: ToolNameMap = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name = {}
+        self._names = ToolNameMap()
+        problems = []
+        for tool in self.tools:
+            if tool.name in self._by_name:
+                problems.append(f"duplicate tool name {tool.name}")
+                continue
+            self._by_name[tool.name] = tool
+            try:
+                self._names.reserve(tool.original_name, tool.name)
+            except ValueError as exc:
+                problems.append(f"tool {tool.name}: {exc}")
+        if problems:
+            raise ToolBuildError(problems)
+
+    def get(self, wire_name: str) -> Tool | None:
+        """The tool the LLM called by ``wire_name``, ``None`` when there is none."""
+        return self._by_name.get(wire_name)
+
+    def names(self) -> list[str]:
+        """The wire names, in order."""
+        return [tool.name for tool in self.tools]
+
+    def original_name(self, wire_name: str) -> str | None:
+        """The name before normalization of a wire name (``None`` when unknown)."""
+        return self._names.original(wire_name)
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` list of a chat-completions request."""
+        return [tool.openai_tool() for tool in self.tools]
+
+    def system_tools(self) -> list[dict[str, Any]]:
+        """The ``userTools`` list stored in a session's user turn."""
+        return [tool.system_tool() for tool in self.tools]
+
+    def with_extra_tools(self, extra: Sequence[Tool], *, prepend: bool = True) -> ToolSet:
+        """A new toolset with ``extra`` added (the extension point for sub-agent and IO tools).
+
+        ``prepend`` puts them first, as agents-exe merges ``io ++ bash ++ ...`` (tools.md §0.2).
+        A tool whose name is not LLM-valid, or collides with a normalized name, is added as a
+        renamed shallow copy (the caller's object is left alone) and a warning is recorded.
+
+        Raises:
+            ToolBuildError: an extra tool has the same name as a tool already present (or as
+                another extra tool).
+        """
+        names = self._names.copy()
+        problems: list[str] = []
+        warnings = list(self.warnings)
+        added: list[Tool] = []
+        for tool in extra:
+            original = tool.original_name
+            if names.normalized(original) is not None or original in names:
+                problems.append(f"duplicate tool name {original}")
+                continue
+            wire = names.add(original)
+            if wire != tool.name:
+                tool = copy.copy(tool)
+                tool.name = wire
+                warnings.append(f"tool name {original} is not accepted by LLM APIs; exposed as {wire}")
+            added.append(tool)
+        if problems:
+            raise ToolBuildError(problems)
+        tools = added + self.tools if prepend else self.tools + added
+        return ToolSet(tools=tools, warnings=warnings)
+
+
+def _unsupported(spec: AgentSpec) -> list[str]:
+    """One line per configured toolbox (or binding) whose kind this server does not run yet."""
+    problems: list[str] = []
+    kinds = [
+        ("mcpServers", spec.mcpServers, "MCP servers"),
+        ("openApiToolboxes", spec.openApiToolboxes, "toolboxes"),
+        ("postgrestToolboxes", spec.postgrestToolboxes, "toolboxes"),
+        ("builtinToolboxes", spec.builtinToolboxes, "toolboxes"),
+        ("skillSources", spec.skillSources, "skill sources"),
+    ]
+    for key, entries, noun in kinds:
+        for index, entry in enumerate(entries or []):
+            tag = getattr(entry, "tag", None) or (entry.get("tag") if isinstance(entry, dict) else None)
+            label = f"{tag} {noun}" if tag else f"{key} entries"
+            problems.append(f"{key}[{index}]: {label} are not supported by this server yet")
+    for index, _binding in enumerate(spec.bindings or []):
+        problems.append(f"bindings[{index}]: agent-level bindings are not supported by this server yet")
+    return problems
+
+
+def build_toolset(agent: _AgentLike) -> ToolSet:
+    """Build the tools of ``agent`` (a ``LoadedAgent``; only ``spec`` and ``resolve`` are used).
+
+    Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
+    (``FileSystemDirectory`` honouring ``BasenameFilter`` as a basename suffix, or
+    ``SingleTool``). Paths go through ``agent.resolve`` (relative to the agent file's directory).
+    Every tool gets the wire name ``bash_<slug>``, normalized if an LLM API would reject it.
+
+    Returns:
+        the :class:`ToolSet` (possibly empty) with its warnings.
+    Raises:
+        ToolBuildError: listing every fatal problem found (see the module docstring).
+    """
+    spec = agent.spec
+    problems = _unsupported(spec)
+    warnings: list[str] = []
+    loaded: list[tuple[str, BashTool]] = []  # (where it came from, tool)
+
+    if spec.toolDirectory:
+        directory = agent.resolve(spec.toolDirectory)
+        if directory.is_dir():
+            tools, found_warnings = load_bash_directory(directory)
+            loaded.extend(("toolDirectory", tool) for tool in tools)
+            warnings.extend(f"toolDirectory: {w}" for w in found_warnings)
+        else:
+            warnings.append(f"toolDirectory: {directory}: directory not found; no tools loaded from it")
+
+    for index, box in enumerate(spec.bashToolboxes):
+        where = f"bashToolboxes[{index}]"
+        contents = box.contents.model_dump()
+        if contents.get("Bindings"):
+            problems.append(f"{where}.Bindings: bindings on bash toolboxes are not supported by this server yet")
+        if contents.get("Activation") is not None:
+            warnings.append(f"{where}.Activation: ignored, the tools are always visible")
+        path = agent.resolve(contents["Path"])
+        try:
+            if box.tag == "FileSystemDirectory":
+                tools, found_warnings = load_bash_directory(path, contents.get("BasenameFilter"))
+                warnings.extend(f"{where}: {w}" for w in found_warnings)
+            else:
+                tools = [load_single_tool(path)]
+        except BashToolLoadError as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        except DescribeError as exc:
+            warnings.append(f"{where}: {path}: {exc}")
+            continue
+        loaded.extend((where, tool) for tool in tools)
+
+    # The same script reached twice (e.g. a SingleTool inside the toolDirectory) is still two
+    # tools with one name: an error, since the LLM could not tell them apart.
+    first_seen: dict[str, tuple[str, BashTool]] = {}
+    unique: list[BashTool] = []
+    for where, tool in loaded:
+        previous = first_seen.get(tool.original_name)
+        if previous is not None:
+            problems.append(
+                f"{where}: duplicate tool name {tool.original_name}: {tool.path} "
+                f"(already provided by {previous[1].path} from {previous[0]})"
+            )
+            continue
+        first_seen[tool.original_name] = (where, tool)
+        unique.append(tool)
+
+    if problems:
+        raise ToolBuildError(problems)
+
+    names = ToolNameMap.build(tool.original_name for tool in unique)
+    for tool in unique:
+        wire = names.normalized(tool.original_name)
+        assert wire is not None
+        if wire != tool.original_name:
+            warnings.append(f"{tool.path}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}")
+        tool.name = wire
+    return ToolSet(tools=list(unique), warnings=warnings)
