@@ -356,8 +356,9 @@ def _fold_stream(stream: Any, on_text_delta: Callable[[str], None]) -> dict[str,
                 usage = chunk["usage"]
             for choice in chunk.get("choices") or []:
                 index = choice.get("index") or 0
-                state = choices.setdefault(index, {"content": None, "reasoning": None, "calls": {},
-                                                   "finish_reason": None})
+                state = choices.setdefault(
+                    index, {"content": None, "reasoning": None, "calls": {}, "finish_reason": None}
+                )
                 _fold_delta(state, choice.get("delta") or {}, on_text_delta if index == 0 else None)
                 if choice.get("finish_reason") is not None:
                     state["finish_reason"] = choice["finish_reason"]

@@ -303,8 +303,9 @@ def _estimate_tokens(chars: int) -> int:
 class _Answer:
     """A reply resolved for one request: texts substituted, tool call ids assigned."""
 
-    def __init__(self, reply: dict[str, Any], body: dict[str, Any], next_call_id: Iterator[int],
-                 completion_number: int) -> None:
+    def __init__(
+        self, reply: dict[str, Any], body: dict[str, Any], next_call_id: Iterator[int], completion_number: int
+    ) -> None:
         messages = body.get("messages") if isinstance(body.get("messages"), list) else []
         last_text = message_text(messages[-1]) if messages else ""
         self.tool_calls: list[dict[str, Any]] = []
@@ -381,16 +382,28 @@ class _Answer:
         chunks = []
         for index, call in enumerate(self.tool_calls):
             function = call["function"]
-            first = {"index": index, "id": call["id"], "type": "function",
-                     "function": {"name": function["name"], "arguments": ""}}
+            first = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": function["name"], "arguments": ""},
+            }
             chunks.append(self._chunk({"tool_calls": [first]}))
             for fragment in _split_fragments(function["arguments"]):
                 piece = {"index": index, "function": {"arguments": fragment}}
                 chunks.append(self._chunk({"tool_calls": [piece]}))
         chunks.append(self._chunk({}, self.finish_reason))
         if include_usage:
-            chunks.append({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                           "model": self.model, "choices": [], "usage": self.usage})
+            chunks.append(
+                {
+                    "id": self.id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                    "choices": [],
+                    "usage": self.usage,
+                }
+            )
         return chunks
 
 
@@ -427,8 +440,9 @@ class MockLlmServer:
         OSError: from the constructor, when the address cannot be bound.
     """
 
-    def __init__(self, script: dict[str, Any], host: str = "127.0.0.1", port: int = 0,
-                 verbose: bool = False) -> None:
+    def __init__(
+        self, script: dict[str, Any], host: str = "127.0.0.1", port: int = 0, verbose: bool = False
+    ) -> None:
         self.script = validate_script(script)
         self.verbose = verbose
         self._lock = threading.Lock()
@@ -452,8 +466,12 @@ class MockLlmServer:
         """Serve in a daemon thread; returns ``self`` so that ``MockLlmServer(s).start()`` chains."""
         if self._thread is None:
             # A short poll interval makes stop() quick (shutdown waits for the loop to poll).
-            self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                            name=f"mock-llm:{self.port}", daemon=True)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"mock-llm:{self.port}",
+                daemon=True,
+            )
             self._thread.start()
         return self
 
@@ -529,8 +547,9 @@ class _HttpServer(ThreadingHTTPServer):
     # Do not wait for handler threads on close: a scripted `delay` must not hold up stop().
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 mock: MockLlmServer) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], mock: MockLlmServer
+    ) -> None:
         self.mock = mock
         super().__init__(address, handler)
 
@@ -566,8 +585,10 @@ class _Handler(BaseHTTPRequestHandler):
         route = self._route()
         mock = self.server.mock
         if route in ("/v1/models", "/models"):
-            data = [{"id": name, "object": "model", "created": 0, "owned_by": "mock-llm"}
-                    for name in mock._models()]
+            data = [
+                {"id": name, "object": "model", "created": 0, "owned_by": "mock-llm"}
+                for name in mock._models()
+            ]
             self._send_json(200, {"object": "list", "data": data})
         elif route == "/_mock/requests":
             self._send_json(200, mock.requests)
@@ -597,8 +618,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {name.lower(): value for name, value in self.headers.items()}
         number, answer, reply = mock._record_and_choose(body, headers)
         if mock.verbose:
-            sys.stderr.write(f"mock-llm: request {len(mock.requests)} answered by "
-                             f"{'no rule' if number is None else f'rule {number}'}\n")
+            sys.stderr.write(
+                f"mock-llm: request {len(mock.requests)} answered by "
+                f"{'no rule' if number is None else f'rule {number}'}\n"
+            )
         if reply.get("delay"):
             # Waiting on the stop event (not time.sleep) lets stop() end a long delay at once.
             if mock._stopping.wait(float(reply["delay"])):

@@ -32,6 +32,10 @@ def weather_tool() -> dict[str, Any]:
         "function": {
             "name": "get_weather",
             "description": "Current weather of a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         },
     }

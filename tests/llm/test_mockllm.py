@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +21,8 @@ from .helpers import user, weather_tool
 
 
 def chat(server: MockLlmServer, messages: list[dict[str, Any]], **extra: Any) -> httpx.Response:
-    return httpx.post(f"{server.url}/chat/completions", json={"model": "mock-model", "messages": messages, **extra})
+    body = {"model": "mock-model", "messages": messages, **extra}
+    return httpx.post(f"{server.url}/chat/completions", json=body)
 
 
 def answer_text(response: httpx.Response) -> str:
@@ -84,7 +88,8 @@ def test_any_contains_model_and_has_tool(mock_llm):
 
 
 def test_last_contains_reads_text_parts_of_list_content(mock_llm):
-    server = mock_llm({"rules": [{"when": {"last_contains": "Paris"}, "reply": {"content": "{last_content}!"}}]})
+    rule = {"when": {"last_contains": "Paris"}, "reply": {"content": "{last_content}!"}}
+    server = mock_llm({"rules": [rule]})
     parts = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
              {"type": "text", "text": "Paris"}]
     assert answer_text(chat(server, [{"role": "user", "content": parts}])) == "Paris!"
@@ -107,7 +112,8 @@ def test_times_limits_a_rule_and_reset_restores_it(mock_llm):
 
 
 def test_times_holds_under_concurrency(mock_llm):
-    server = mock_llm({"rules": [{"times": 3, "reply": {"content": "limited"}}, {"reply": {"content": "other"}}]})
+    server = mock_llm({"rules": [{"times": 3, "reply": {"content": "limited"}},
+                                 {"reply": {"content": "other"}}]})
     results: list[str] = []
     lock = threading.Lock()
 
@@ -236,7 +242,7 @@ def test_stream_sends_usage_only_when_asked(mock_llm):
 def test_stream_error_mid_stream(mock_llm):
     server = mock_llm({"rules": [{"reply": {"content": "partial answer", "stream_error": "overloaded"}}]})
     events = sse_events(chat(server, user("x"), stream=True))
-    assert events[-1] == {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": 500}}
+    assert events[-1]["error"]["message"] == "overloaded"
     assert "[DONE]" not in events
     assert chat(server, user("x")).status_code == 500
 
@@ -325,3 +331,32 @@ def test_example_script_from_the_docs_is_valid():
     start = docstring.index('{"rules": [')
     end = docstring.rindex("]}", start, docstring.index("For each request")) + 2
     validate_script(json.loads(docstring[start:end]))
+
+
+def test_command_line_serves_a_script(tmp_path: Path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"rules": [{"reply": {"content": "from the command line"}}]}))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentsite.mockllm", "--script", str(script), "--port", "0"],
+        cwd=Path(__file__).resolve().parents[2],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        match = re.search(r"listening on (http://\S+/v1)", line)
+        assert match, line
+        body = {"model": "m", "messages": user("x")}
+        response = httpx.post(f"{match.group(1)}/chat/completions", json=body)
+        assert answer_text(response) == "from the command line"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_the_demo_script_is_valid():
+    demo = Path(__file__).resolve().parents[2] / "examples" / "mock-llm.json"
+    if not demo.exists():
+        pytest.skip("no examples/mock-llm.json in this tree")
+    assert load_script(demo)["rules"]
