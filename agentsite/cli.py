@@ -27,12 +27,16 @@ def _db_url(value: str) -> str:
 
 def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--agent-file", action="append", default=None, metavar="FILE",
+        "--agent-file",
+        action="append",
+        default=None,
+        metavar="FILE",
         help="agent file to serve (repeatable); env AGENTS_AGENT_FILES, paths separated by os.pathsep",
     )
     parser.add_argument("--api-keys", metavar="FILE", help="LLM API keys file; env AGENTS_API_KEYS")
     parser.add_argument(
-        "--db", metavar="FILE|URL",
+        "--db",
+        metavar="FILE|URL",
         help="SQLite file or postgres:// URL; env DATABASE_URL; default ./agents-server.db",
     )
 
@@ -192,7 +196,11 @@ def cmd_mock_llm(args: argparse.Namespace) -> int:
     """Serve a scripted OpenAI-compatible LLM (for the demo and the tests)."""
     from agentsite.mockllm import serve_forever
 
-    serve_forever(args.script, args.host, args.port)
+    try:
+        serve_forever(args.script, args.host, args.port)
+    except (ValueError, OSError) as error:
+        print(f"agents mock-llm: {error}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -207,7 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=int(os.environ.get("AGENTS_PORT", "8080")), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     serve.add_argument(
-        "--worker-concurrency", type=int, default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")),
+        "--worker-concurrency",
+        type=int,
+        default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")),
         help="runs at once in the embedded worker; env AGENTS_WORKER_CONCURRENCY",
     )
     serve.set_defaults(func=cmd_serve)
@@ -251,4 +261,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

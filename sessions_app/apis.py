@@ -164,7 +164,9 @@ class SessionMessagesApi(APIView):
         selectors.session_get(sid)
         data = validated(MessageSerializer, json_object_body(request))
         wait_params(request)
-        session = services.message_post(session_id=sid, prompt=data.get("prompt") or None, media=_media(data), run=data["run"])
+        session = services.message_post(
+            session_id=sid, prompt=data.get("prompt") or None, media=_media(data), run=data["run"]
+        )
         return _answer(request, session)
 
 

@@ -28,9 +28,7 @@ from typing import Any
 FINAL_STATES = {"Completed", "Failed"}
 
 #: What the LLM is told for a call whose result is not in yet (spec/sessions.md §2.4).
-PLACEHOLDER_MESSAGE = (
-    "This tool call has not finished yet. Its result will be delivered in a later message."
-)
+PLACEHOLDER_MESSAGE = "This tool call has not finished yet. Its result will be delivered in a later message."
 
 
 def new_document(session_id: str) -> dict[str, Any]:
@@ -156,7 +154,9 @@ def close_partial(turn: dict[str, Any]) -> dict[str, Any]:
     """The full ``UserTurn`` that a partial turn becomes once all its calls are final."""
     contents = turn["contents"]
     responses = [[tc["tcCall"], tc["tcResult"]] for tc in contents["trackedCalls"]]
-    return user_turn(contents.get("userPrompt", ""), contents.get("userTools", []), contents.get("userQuery"), responses)
+    return user_turn(
+        contents.get("userPrompt", ""), contents.get("userTools", []), contents.get("userQuery"), responses
+    )
 
 
 def all_final(turn: dict[str, Any]) -> bool:
@@ -281,7 +281,10 @@ def _query_content(query: Any) -> Any:
             parts.append(
                 {
                     "type": "file",
-                    "file": {"filename": item.get("filename") or "document.pdf", "file_data": f"data:{mime};base64,{data}"},
+                    "file": {
+                        "filename": item.get("filename") or "document.pdf",
+                        "file_data": f"data:{mime};base64,{data}",
+                    },
                 }
             )
         elif mime.startswith("text/") or mime in {"application/json", "application/xml"}:

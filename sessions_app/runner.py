@@ -65,9 +65,9 @@ class _Heartbeat(threading.Thread):
         try:
             while not self.stopped.wait(settings.AGENTS["LEASE_RENEW_SECONDS"]):
                 now = services.db_now()
-                renewed = Session.objects.filter(
-                    pk=self.session_id, run_id=self.run_id, run_owner=WORKER_NAME
-                ).update(run_lease_until=services.lease_deadline(now))
+                renewed = Session.objects.filter(pk=self.session_id, run_id=self.run_id, run_owner=WORKER_NAME).update(
+                    run_lease_until=services.lease_deadline(now)
+                )
                 if renewed != 1:
                     self.lost.set()
                     return

@@ -169,8 +169,10 @@ def message_post(*, session_id: uuid.UUID, prompt: str | None, media: list[dict[
         agent = runtime_agent(session.agent_slug)
         document = session.document
         head = doc.head(document)
-        accepts = head is None or head["tag"] == "UserTurn" or (
-            head["tag"] == "LlmTurn" and not doc.tool_calls_of(head["contents"])
+        accepts = (
+            head is None
+            or head["tag"] == "UserTurn"
+            or (head["tag"] == "LlmTurn" and not doc.tool_calls_of(head["contents"]))
         )
         if run_is_active(session) or not accepts:
             raise ApiError(

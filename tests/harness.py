@@ -58,8 +58,8 @@ def write_tool(directory: Path, name: str, describe: dict[str, Any], run_body: s
     path = directory / name
     path.write_text(
         "#!/usr/bin/env bash\nset -eu\n"
-        f'if [ "${{1:-}}" = describe ]; then\ncat <<\'JSON\'\n{json.dumps(describe)}\nJSON\nexit 0\nfi\n'
-        'shift\n'
+        f"if [ \"${{1:-}}\" = describe ]; then\ncat <<'JSON'\n{json.dumps(describe)}\nJSON\nexit 0\nfi\n"
+        "shift\n"
         f"{run_body}\n"
     )
     path.chmod(0o755)
@@ -147,7 +147,16 @@ class Worker:
     """``agents worker`` as a real process (scaled-out mode)."""
 
     def __init__(self, agent_files: Sequence[Path], tmp: Path, *, db: str, env: dict[str, str]) -> None:
-        argv = [sys.executable, "-m", "agentsite.cli", "worker", "--db", db, "--hostname", f"w{uuid.uuid4().hex[:6]}@test"]
+        argv = [
+            sys.executable,
+            "-m",
+            "agentsite.cli",
+            "worker",
+            "--db",
+            db,
+            "--hostname",
+            f"w{uuid.uuid4().hex[:6]}@test",
+        ]
         for path in agent_files:
             argv += ["--agent-file", str(path)]
         self.process = Process(argv, base_env(**env), tmp / f"worker-{uuid.uuid4().hex[:6]}.log")

@@ -123,6 +123,6 @@ def test_flows_scaled_out_with_postgres_redis_and_a_separate_worker(
     env = {"REDIS_URL": redis_url}
     server = start_server(agents, db=postgres_url, env=env)
     start_worker(agents, db=postgres_url, env=env)
-    assert "embedded_worker\": false" in server.process.output()
+    assert 'embedded_worker": false' in server.process.output()
     check_first_conversation(server, llm)
     check_bash_and_deferred(server, llm)

@@ -25,6 +25,8 @@ Choices where the spec leaves room (tools.md §16 item 3-4, 7):
   ``multiple`` argument) are a tool error returned to the LLM. Keys the script does not declare
   are ignored, as agents-exe does.
 * A missing ``single`` argument is a tool error; the process is not started.
+* ``BasenameFilter`` keeps the files whose basename ends with it (``".sh"``), or, when it holds
+  glob characters, whose basename matches it as a glob (:func:`list_tool_files`).
 * ``AGENT_*`` variables are set after the ``env``-mode arguments, so an LLM-supplied value can
   never overwrite them. An inherited ``AGENT_SESSION_JSON`` is removed unless the call asks for
   the full session.
@@ -42,6 +44,7 @@ Choices where the spec leaves room (tools.md §16 item 3-4, 7):
 from __future__ import annotations
 
 import base64
+import fnmatch
 import json
 import os
 import select
@@ -181,9 +184,11 @@ class ScriptInfo:
             if not arg.name:
                 raise DescribeError(f"{where}: 'name' must not be empty")
             if arg.arity not in ARITIES:
-                raise DescribeError(f"{where}: unknown arity {arg.arity!r} (expected one of {', '.join(ARITIES)})")
+                expected = ", ".join(ARITIES)
+                raise DescribeError(f"{where}: unknown arity {arg.arity!r} (expected one of {expected})")
             if arg.mode not in MODES:
-                raise DescribeError(f"{where}: unknown mode {arg.mode!r} (expected one of {', '.join(MODES)})")
+                expected = ", ".join(MODES)
+                raise DescribeError(f"{where}: unknown mode {arg.mode!r} (expected one of {expected})")
             if arg.name in seen:
                 raise DescribeError(f"{where}: duplicate argument name {arg.name!r}")
             seen.add(arg.name)
@@ -217,7 +222,8 @@ def _parse_empty_result(value: Any) -> str | None:
         if value.get("tag") == "AddMessage" and isinstance(value.get("contents"), str):
             return value["contents"]
     raise DescribeError(
-        'describe: \'empty-result\' must be {"tag": "DoNothing"} or {"tag": "AddMessage", "contents": "<text>"}'
+        "describe: 'empty-result' must be "
+        '{"tag": "DoNothing"} or {"tag": "AddMessage", "contents": "<text>"}'
     )
 
 
@@ -470,13 +476,20 @@ def load_single_tool(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> BashTo
     return BashTool(path, describe_script(path, timeout=timeout))
 
 
+def _basename_matches(name: str, basename_filter: str) -> bool:
+    if any(ch in basename_filter for ch in "*?["):
+        return fnmatch.fnmatchcase(name, basename_filter)
+    return name.endswith(basename_filter)
+
+
 def list_tool_files(directory: Path, basename_filter: str | None = None) -> list[Path]:
     """The candidate tools of a directory, sorted by name (not recursive).
 
     Keeps executable regular files (symlinks followed), skips sub-agent files (``*.json``,
     ``*.tramaj``). ``basename_filter``, when given, keeps only files whose basename *ends with*
-    it (``".sh"`` keeps ``read.sh``); the spec leaves the semantics open and every real agent
-    file uses it as a suffix.
+    it (``".sh"`` keeps ``read.sh``): the spec leaves the semantics open and every real agent
+    file uses it as a suffix. A filter holding glob characters (``*?[``) is matched as a glob
+    on the whole basename instead (``"git-*"``), which a suffix could not express.
 
     Raises:
         BashToolLoadError: ``directory`` is missing or not a directory.
@@ -488,7 +501,7 @@ def list_tool_files(directory: Path, basename_filter: str | None = None) -> list
     for entry in sorted(directory.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(AGENT_FILE_SUFFIXES):
             continue
-        if basename_filter and not entry.name.endswith(basename_filter):
+        if basename_filter and not _basename_matches(entry.name, basename_filter):
             continue
         if _is_executable_file(entry):
             found.append(entry)
@@ -540,7 +553,12 @@ def _render_value(arg: ScriptArg, value: Any) -> str:
         return value
     if isinstance(value, bool | int | float):
         return json.dumps(value)
-    kind = "an object" if isinstance(value, dict) else "an array" if isinstance(value, list) else type(value).__name__
+    if isinstance(value, dict):
+        kind = "an object"
+    elif isinstance(value, list):
+        kind = "an array"
+    else:
+        kind = type(value).__name__
     raise _ArgumentError(f"argument '{arg.name}' must be a string, a number or a boolean, not {kind}")
 
 

@@ -103,6 +103,5 @@ class ToolCallPolicy:
     @property
     def is_trivial(self) -> bool:
         """Whether every call is ``runSync`` whatever its name (nothing to defer or background)."""
-        return all(
-            flatten_disposition(d).get("tag") == "runSync" for d in [self.default, *(d for _, d in self.rules)]
-        )
+        dispositions = [self.default, *(d for _, d in self.rules)]
+        return all(flatten_disposition(d).get("tag") == "runSync" for d in dispositions)

@@ -64,8 +64,8 @@ class ToolSet:
 
     tools: list[Tool]
     warnings: list[str] = field(default_factory=list)
-    _by_name: dict[str, Tool] = field(init=False, repr=False)
-    _names: ToolNameMap = field(init=False, repr=False)
+    _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
+    _names: ToolNameMap = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_name = {}
@@ -132,7 +132,10 @@ class ToolSet:
         if problems:
             raise ToolBuildError(problems)
         tools = added + self.tools if prepend else self.tools + added
-        return ToolSet(tools=tools, warnings=warnings)
+        result = ToolSet(tools=tools, warnings=warnings)
+        # Renamed copies no longer know their original name; keep the map that does.
+        result._names = names
+        return result
 
 
 def _unsupported(spec: AgentSpec) -> list[str]:
@@ -186,7 +189,9 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
         where = f"bashToolboxes[{index}]"
         contents = box.contents.model_dump()
         if contents.get("Bindings"):
-            problems.append(f"{where}.Bindings: bindings on bash toolboxes are not supported by this server yet")
+            problems.append(
+                f"{where}.Bindings: bindings on bash toolboxes are not supported by this server yet"
+            )
         if contents.get("Activation") is not None:
             warnings.append(f"{where}.Activation: ignored, the tools are always visible")
         path = agent.resolve(contents["Path"])
@@ -227,6 +232,8 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
         wire = names.normalized(tool.original_name)
         assert wire is not None
         if wire != tool.original_name:
-            warnings.append(f"{tool.path}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}")
+            warnings.append(
+                f"{tool.path}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}"
+            )
         tool.name = wire
     return ToolSet(tools=list(unique), warnings=warnings)

@@ -51,7 +51,8 @@ def test_parse_full_document():
 
 
 def test_parse_defaults_to_do_nothing():
-    info = ScriptInfo.parse({"slug": "x", "description": "d", "args": [], "empty-result": {"tag": "DoNothing"}})
+    document = {"slug": "x", "description": "d", "args": [], "empty-result": {"tag": "DoNothing"}}
+    info = ScriptInfo.parse(document)
     assert info.empty_message is None and info.output_media_type is None
     assert ScriptInfo.parse({"slug": "x", "description": "d", "args": []}).empty_message is None
 
@@ -163,6 +164,8 @@ def test_basename_filter_is_a_suffix(tmp_path):
     assert [t.name for t in tools] == ["bash_fail", "bash_streams"]
     tools, _ = load_bash_directory(tmp_path, ".py")
     assert [t.name for t in tools] == ["bash_modes"]
+    tools, _ = load_bash_directory(tmp_path, "s*.sh")  # glob characters: a whole-name glob
+    assert [t.name for t in tools] == ["bash_streams"]
 
 
 def test_describe_failure_drops_only_that_tool(tmp_path):

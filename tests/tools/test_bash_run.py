@@ -96,7 +96,9 @@ def test_missing_required_argument_does_not_run(tmp_path):
 def test_objects_and_arrays_are_refused(modes, value, kind):
     result = modes.call({"pos": value}, make_ctx())
     assert result.is_error
-    assert result.response == f"Error: tool bash_modes: argument 'pos' must be a string, a number or a boolean, not {kind}"
+    assert result.response == (
+        f"Error: tool bash_modes: argument 'pos' must be a string, a number or a boolean, not {kind}"
+    )
     result = modes.call({"pos": "p", "tag": [{"a": 1}]}, make_ctx())
     assert result.is_error and "argument 'tag'" in result.response
 
@@ -155,7 +157,9 @@ def test_non_zero_exit_reports_code_and_stderr_tail():
 def test_non_zero_exit_without_stderr_quotes_stdout():
     result = load_single_tool(script("fail.sh")).call({"code": 4, "quiet": True}, make_ctx())
     assert result.is_error
-    assert result.response == "Error: tool bash_fail exited with code 4 (nothing on stderr); stdout: partial output"
+    assert result.response == (
+        "Error: tool bash_fail exited with code 4 (nothing on stderr); stdout: partial output"
+    )
 
 
 def test_long_stderr_is_cut_to_its_tail(tmp_path):
@@ -287,7 +291,9 @@ def test_killed_by_signal(tmp_path):
     exe = tmp_path / "suicide.sh"
     exe.write_text(
         "#!/usr/bin/env bash\n"
-        'if [ "$1" = describe ]; then echo \'{"slug": "suicide", "description": "d", "args": []}\'; exit; fi\n'
+        'if [ "$1" = describe ]; then\n'
+        '  echo \'{"slug": "suicide", "description": "d", "args": []}\'; exit\n'
+        "fi\n"
         "kill -KILL $$\n"
     )
     exe.chmod(0o755)
