@@ -47,13 +47,6 @@ class NothingToDo(Exception):
     """The head turn leaves nothing for a step to do (answered, blocked, or empty)."""
 
 
-def _unwrap_disposition(disposition: dict[str, Any]) -> dict[str, Any]:
-    # decorators are parsed but not applied (spec/sessions.md §3.3): decide on the inner one
-    while disposition.get("tag") == "decorate" and isinstance(disposition.get("inner"), dict):
-        disposition = disposition["inner"]
-    return disposition
-
-
 def run_tool_call(agent: RuntimeAgent, call: dict[str, Any], context: ToolContext) -> tuple[str, Any]:
     """Run one tool call now and return ``(state, response)``.
 
@@ -123,8 +116,9 @@ def _run_calls(document: dict[str, Any], head: dict[str, Any], agent: RuntimeAge
     turn_id = document.get("turnId") or ""
     for call in doc.tool_calls_of(head["contents"]):
         name = (call.get("function") or {}).get("name") or ""
-        disposition = agent.policy.decide(name)
-        effective = _unwrap_disposition(disposition)
+        original = agent.toolset.original_name(name)
+        disposition = agent.policy.disposition_for(name, original)
+        effective = agent.policy.decide(name, original)
         if effective.get("tag") == "defer":
             token = str(uuid.uuid4())
             entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)

@@ -214,3 +214,11 @@ def test_generic_system_tool_shape():
             "raw": EchoTool("io_prompt_agent_helper").openai_tool(),
         },
     }
+
+
+def test_works_with_the_real_loaded_agent(tmp_path):
+    loader = pytest.importorskip("agents_app.loader")
+    copy_scripts(tmp_path / "tools", "streams.sh")
+    fake = make_agent(tmp_path, toolDirectory="./tools/../tools")
+    agent = loader.LoadedAgent(spec=fake.spec, contents=fake.contents, path=fake.path, base_dir=tmp_path)
+    assert build_toolset(agent).names() == ["bash_streams"]
