@@ -77,6 +77,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
     }
+    # a file, not the shared-cache memory database, so that tests with several threads see the
+    # same locking as the server does
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".pytest-db.sqlite3")}
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

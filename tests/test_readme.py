@@ -1,0 +1,77 @@
+"""The README's demo command serves the demo, and its curl walkthrough works as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from tests.harness import ROOT, Process, base_env, free_port, wait_until
+
+
+def readme_curls() -> list[str]:
+    """The curl commands of the README's walkthrough, continuation lines joined."""
+    text = (ROOT / "README.md").read_text()
+    walkthrough = text.split("## A walkthrough with curl", 1)[1].split("\n## ", 1)[0]
+    commands, current = [], ""
+    for line in walkthrough.splitlines():
+        stripped = line.strip()
+        if not current and not stripped.startswith("curl "):
+            continue
+        current += stripped.rstrip("\\").strip() + " "
+        if not stripped.endswith("\\"):
+            commands.append(current.strip())
+            current = ""
+    return commands
+
+
+def test_the_demo_and_the_walkthrough(tmp_path: Path) -> None:
+    port, llm_port = free_port(), free_port()
+    demo = Process(
+        [str(ROOT / "scripts" / "demo")],
+        base_env(AGENTS_PORT=str(port), MOCK_LLM_PORT=str(llm_port), DEMO_DB=str(tmp_path / "demo.db")),
+        tmp_path / "demo.log",
+    )
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(ready, timeout=300, interval=0.2)
+        commands = readme_curls()
+        assert len(commands) == 5, commands
+        values: dict[str, str] = {}
+        answers = []
+        for command in commands:
+            command = command.replace("localhost:8080", f"localhost:{port}")
+            for name, value in values.items():
+                command = command.replace(name, value)
+            out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, check=True)
+            view = json.loads(out.stdout)
+            answers.append(view)
+            if view.get("pending"):
+                values["TOKEN"] = view["pending"][0]["continuation_token"]
+            if view.get("agent") == "weather":
+                values["SESSION"] = view["session_id"]
+
+        first, result, more, shell, shell_done = answers
+        assert first["status"] == "waiting_external" and first["pending"][0]["tool"] == "get_weather"
+        assert result["status"] == "idle" and result["pending"] == []
+        text = result["session"]["turns"][0]["contents"]["llmResponse"]["responseText"]
+        assert text == "The weather in Paris: sunny, 24°C."
+        assert more["status"] == "idle"
+        assert shell["status"] == "waiting_external"
+        states = [t["tcState"] for t in shell["session"]["turns"][0]["contents"]["trackedCalls"]]
+        assert states == ["Completed", "Completed", "Deferred"]
+        assert shell_done["status"] == "idle"
+        assert re.search(
+            r"The human said: yes", shell_done["session"]["turns"][0]["contents"]["llmResponse"]["responseText"]
+        )
+    finally:
+        demo.stop()

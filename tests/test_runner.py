@@ -1,0 +1,67 @@
+"""The run claim: a run task delivered twice, or a stale one, never runs a second step."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agents_app.loader import load_agent_files
+from agents_app.registry import AgentRegistry, set_registry
+from agentsite.mockllm import MockLlmServer
+from sessions_app import runner, services
+from sessions_app.models import Session
+from sessions_app.runtime import reset_runtime_agents
+from tests.harness import write_agent
+
+
+@pytest.fixture
+def agent_registry(tmp_path: Path, llm_server: Callable[..., MockLlmServer]) -> Iterator[MockLlmServer]:
+    llm = llm_server({"rules": [{"reply": {"delay": 0.5, "content": "one answer"}}]})
+    set_registry(AgentRegistry(load_agent_files([write_agent(tmp_path, "single", llm.url)]), {}))
+    reset_runtime_agents()
+    yield llm
+    set_registry(None)
+    reset_runtime_agents()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_delivered_twice_runs_the_step_once(agent_registry: MockLlmServer) -> None:
+    session = services.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    run_id = str(session.run_id)
+    threads = [threading.Thread(target=runner.run_session, args=(str(session.pk), run_id)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    stored = Session.objects.get(pk=session.pk)
+    assert stored.status == "idle"
+    assert [t["tag"] for t in stored.document["turns"]] == ["LlmTurn", "UserTurn"]
+    assert len(agent_registry.requests) == 1
+    # a redelivery after the run finished finds nothing to claim
+    runner.run_session(str(session.pk), run_id)
+    assert len(agent_registry.requests) == 1
+    assert Session.objects.get(pk=session.pk).version == stored.version
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_task_does_not_run_a_newer_run(agent_registry: MockLlmServer) -> None:
+    session = services.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    runner.run_session(str(session.pk), str(uuid.uuid4()))
+    assert len(agent_registry.requests) == 0
+    assert Session.objects.get(pk=session.pk).status == "running"
+    runner.run_session(str(session.pk), str(session.run_id))
+    assert len(agent_registry.requests) == 1
+    assert Session.objects.get(pk=session.pk).status == "idle"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_lease_held_elsewhere_is_not_taken(agent_registry: MockLlmServer) -> None:
+    session = services.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    assert runner.claim_run(session.pk, session.run_id)
+    # the same run asked of another worker while the lease is live: not claimed
+    Session.objects.filter(pk=session.pk).update(run_owner="another-worker")
+    assert not runner.claim_run(session.pk, session.run_id)
