@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django (websockets join in with the events work)."""
+"""ASGI entry point: HTTP through Django, websockets through Channels."""
 
 from __future__ import annotations
 
@@ -8,4 +8,21 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
+from django.urls import path  # noqa: E402
+
+from sessions_app.consumers import EventsConsumer  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_application,
+        "websocket": URLRouter(
+            [
+                path("v1/ws/sessions/<str:session_id>", EventsConsumer.as_asgi()),
+                path("v1/ws/events", EventsConsumer.as_asgi()),
+            ]
+        ),
+    }
+)

@@ -122,6 +122,10 @@ AGENTS = {
     # Body limit in bytes (server-api.md §0: 32 MiB).
     "MAX_BODY_BYTES": env.int("AGENTS_MAX_BODY_BYTES", default=32 * 1024 * 1024),
     "STREAM_TOKENS": env.bool("AGENTS_STREAM_TOKENS", default=False),
+    # Seconds of silence after which an event stream sends a keepalive comment.
+    "SSE_KEEPALIVE_SECONDS": env.float("AGENTS_SSE_KEEPALIVE_SECONDS", default=15.0),
+    # Events older than this many seconds are pruned (replays from before them are unavailable).
+    "EVENT_RETENTION_SECONDS": env.float("AGENTS_EVENT_RETENTION_SECONDS", default=24 * 3600.0),
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 

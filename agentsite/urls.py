@@ -8,6 +8,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView
 
 from agents_app.apis import AgentDetailApi, AgentListApi
+from sessions_app import sse
 from sessions_app.apis import (
     ContinuationApi,
     SessionCollectionApi,
@@ -40,6 +41,8 @@ urlpatterns = [
     path("v1/sessions/<str:session_id>/messages", SessionMessagesApi.as_view(), name="session-messages"),
     path("v1/sessions/<str:session_id>/resume", SessionResumeApi.as_view(), name="session-resume"),
     path("v1/sessions/<str:session_id>/pending", SessionPendingApi.as_view(), name="session-pending"),
+    path("v1/sessions/<str:session_id>/events", sse.session_events, name="session-events"),
+    path("v1/events", sse.all_events, name="events"),
     path("v1/continuations/<str:token>", ContinuationApi.as_view(), name="continuation"),
     path("admin/", admin.site.urls),
 ]

@@ -74,6 +74,7 @@ def step(
     agent: RuntimeAgent,
     session_id: str,
     on_text_delta: Callable[[str], None] | None = None,
+    on_tool_event: Callable[..., None] | None = None,
 ) -> StepResult:
     """Advance ``document`` by one step.
 
@@ -82,6 +83,8 @@ def step(
         agent: the session's runtime agent.
         session_id: the session's id (for the ``AGENT_*`` tool environment).
         on_text_delta: called with each streamed piece of the LLM's text, when streaming.
+        on_tool_event: called as ``on_tool_event(kind, **payload)`` when a tool call starts
+            (``tool.started``) and ends (``tool.completed`` or ``tool.failed``).
     Returns:
         The new document and the continuations of newly deferred calls.
     Raises:
@@ -104,11 +107,21 @@ def step(
         turn = doc.llm_turn(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
         return StepResult(doc.push_turn(document, turn))
     if tag == "LlmTurn" and doc.tool_calls_of(head["contents"]):
-        return _run_calls(document, head, agent, session_id)
+        return _run_calls(document, head, agent, session_id, on_tool_event or _ignore)
     raise NothingToDo(f"nothing to do with a {tag} head")
 
 
-def _run_calls(document: dict[str, Any], head: dict[str, Any], agent: RuntimeAgent, session_id: str) -> StepResult:
+def _ignore(kind: str, **payload: Any) -> None:
+    """The tool-event callback when nobody listens."""
+
+
+def _run_calls(
+    document: dict[str, Any],
+    head: dict[str, Any],
+    agent: RuntimeAgent,
+    session_id: str,
+    on_tool_event: Callable[..., None],
+) -> StepResult:
     """Run or defer every tool call of the head LLM turn (spec/sessions.md §2.4)."""
     tracked: list[dict[str, Any]] = []
     continuations: list[NewContinuation] = []
@@ -140,7 +153,15 @@ def _run_calls(document: dict[str, Any], head: dict[str, Any], agent: RuntimeAge
             tool_call_id=str(call.get("id") or ""),
             timeout=timeout,
         )
+        on_tool_event("tool.started", tool_call_id=context.tool_call_id, tool=name)
         state, response = run_tool_call(agent, call, context)
+        on_tool_event(
+            "tool.completed" if state == "Completed" else "tool.failed",
+            tool_call_id=context.tool_call_id,
+            tool=name,
+            status=state.lower(),
+            result=response,
+        )
         tracked.append(doc.tracked_call(call, state, disposition, result=response))
     partial = doc.partial_turn(agent.system_prompt, agent.system_tools(), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial

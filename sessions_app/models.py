@@ -91,3 +91,33 @@ class Continuation(models.Model):
 
     def __str__(self) -> str:
         return f"continuation {self.token} of {self.session_id}"
+
+
+class Event(models.Model):
+    """One event of the live streams, kept for replay (spec/DECISIONS.md 14).
+
+    ``seq`` is global and increasing. Events are inserted in the transaction of the change they
+    report, and on PostgreSQL under a transaction-scoped advisory lock, so they become visible in
+    ``seq`` order: a reader that has seen ``seq = n`` never sees a smaller one appear later.
+    ``session_id`` is not a foreign key: ``session.deleted`` outlives its session.
+    """
+
+    seq = models.BigAutoField(primary_key=True)
+    session_id = models.UUIDField(db_index=True)
+    owner = models.CharField(max_length=200, null=True, blank=True)
+    kind = models.CharField(max_length=64)
+    payload_json = models.TextField()
+    created_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.kind} {self.session_id}"
+
+
+class EventRetention(models.Model):
+    """A single row: the highest event ``seq`` deleted by retention (replays from below it are
+    answered ``Agents-Replay: unavailable``)."""
+
+    pruned_through = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"events pruned through {self.pruned_through}"

@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +22,7 @@ from django.db.models import Q
 
 from agents_app.llm import LlmError
 from sessions_app import document as doc
-from sessions_app import services
+from sessions_app import events, services
 from sessions_app.engine import NothingToDo, step
 from sessions_app.models import Session
 from sessions_app.runtime import runtime_agent
@@ -42,13 +43,18 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> bool:
     Returns:
         ``True`` when this worker now holds the run.
     """
-    now = services.db_now()
-    changed = (
-        Session.objects.filter(pk=session_id, run_id=run_id, status=Session.Status.RUNNING)
-        .filter(Q(run_owner__isnull=True) | Q(run_lease_until__lt=now))
-        .update(run_owner=WORKER_NAME, run_lease_until=services.lease_deadline(now))
-    )
-    return changed == 1
+    with transaction.atomic():
+        now = services.db_now()
+        changed = (
+            Session.objects.filter(pk=session_id, run_id=run_id, status=Session.Status.RUNNING)
+            .filter(Q(run_owner__isnull=True) | Q(run_lease_until__lt=now))
+            .update(run_owner=WORKER_NAME, run_lease_until=services.lease_deadline(now))
+        )
+        if changed != 1:
+            return False
+        session = Session.objects.get(pk=session_id)
+        events.emit("run.started", session.pk, session.owner, mode=session.run_mode or "until_blocked")
+    return True
 
 
 class _Heartbeat(threading.Thread):
@@ -117,13 +123,23 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
             done = steps >= 1 and mode == "step"
             if not done:
                 try:
-                    result = step(document, agent, str(session_id))
+                    result = step(
+                        document,
+                        agent,
+                        str(session_id),
+                        on_text_delta=_text_delta_emitter(session) if settings.AGENTS["STREAM_TOKENS"] else None,
+                        on_tool_event=_tool_event_emitter(session),
+                    )
                 except NothingToDo:
                     done = True
                 else:
                     with transaction.atomic():
                         session = _fenced_store(session, result.document)
                         services.create_continuations(session, result.continuations)
+                        if result.continuations:
+                            tokens = {c.token for c in result.continuations}
+                            calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
+                            events.emit("calls.deferred", session.pk, session.owner, calls=calls)
                     steps += 1
             if done and _finish(session_id, mode, None, None):
                 return
@@ -136,6 +152,20 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
     except Exception as error:
         log.exception("run failed", extra={"kind": "run.failed", "session_id": str(session_id)})
         _finish(session_id, mode, Session.Status.FAILED, f"{type(error).__name__}: {error}")
+
+
+def _text_delta_emitter(session: Session) -> Callable[[str], None]:
+    def emit_delta(text: str) -> None:
+        events.emit("text.delta", session.pk, session.owner, text=text)
+
+    return emit_delta
+
+
+def _tool_event_emitter(session: Session) -> Callable[..., None]:
+    def emit_tool_event(kind: str, **payload: Any) -> None:
+        events.emit(kind, session.pk, session.owner, **payload)
+
+    return emit_tool_event
 
 
 def _fenced_store(session: Session, document: dict[str, Any]) -> Session:
@@ -165,7 +195,9 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             services.store(session, document, fence_run=WORKER_NAME)
             return False
         final = status or doc.status_of(document)
-        services.store(
+        if status == Session.Status.FAILED:
+            events.emit("session.failed", session.pk, session.owner, message=detail)
+        session = services.store(
             session,
             document,
             fence_run=WORKER_NAME,
@@ -176,5 +208,6 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             run_owner=None,
             run_lease_until=None,
         )
+        events.emit("run.stopped", session.pk, session.owner, status=final)
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})
     return True

@@ -7,14 +7,13 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import close_old_connections
-
 from agentsite.errors import unknown_session
 from sessions_app import document as doc
+from sessions_app import hub
 from sessions_app.models import Session
 
-#: Seconds between two reads while waiting for a run to stop.
-WAIT_POLL_SECONDS = 0.05
+#: Longest sleep between two reads while waiting for a run to stop, in seconds.
+WAIT_RECHECK_SECONDS = 1.0
 
 
 def rfc3339(value: datetime | None) -> str | None:
@@ -94,12 +93,17 @@ def session_view(session: Session) -> dict[str, Any]:
 def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
     """Wait up to ``timeout`` seconds for the session's run to stop; return the session then.
 
-    A client that goes away while waiting does not affect the run: this only reads.
+    Sleeps until events are committed (by any process: the hub relays other processes'
+    announcements), then reads the row again. A client that goes away while waiting does not
+    affect the run: this only reads.
     """
+    hub.start_listener()
     deadline = time.monotonic() + timeout
+    seen = hub.generation()
     while True:
         session = session_get(session_id)
-        if session.status != Session.Status.RUNNING or time.monotonic() >= deadline:
+        remaining = deadline - time.monotonic()
+        if session.status != Session.Status.RUNNING or remaining <= 0:
             return session
-        time.sleep(WAIT_POLL_SECONDS)
-        close_old_connections()
+        # woken by committed events; the cap only bounds the delay of a lost announcement
+        seen = hub.wait_sync(seen, min(remaining, WAIT_RECHECK_SECONDS))

@@ -19,9 +19,11 @@ from django.utils import timezone
 
 from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_session, unknown_token
 from sessions_app import document as doc
+from sessions_app import events
 from sessions_app.engine import NewContinuation, apply_result
 from sessions_app.models import Continuation, Session
 from sessions_app.runtime import runtime_agent
+from sessions_app.selectors import meta_view
 
 RUN_MODES = ("step", "until_blocked")
 
@@ -67,6 +69,7 @@ def store(session: Session, document: dict[str, Any], *, fence_run: str | None =
     session.updated_at = now
     for name, value in fields.items():
         setattr(session, name, value)
+    events.emit_session_updated(session)
     return session
 
 
@@ -145,6 +148,8 @@ def session_create(
             document_json=json.dumps(document, ensure_ascii=False),
             **fields,
         )
+        events.emit("session.created", session.pk, session.owner, **meta_view(session))
+        events.emit_session_updated(session)
         if starts_run:
             _enqueue_run(session.pk, session.run_id)
     return session

@@ -1,0 +1,68 @@
+"""Websocket versions of the event streams: ``/v1/ws/sessions/:id`` and ``/v1/ws/events``.
+
+The same events and replay rules as the server-sent-event streams (spec/DECISIONS.md 16). The
+first message says the replay mode, ``{"event": "replay", "data": {"replay": "live"}}``; then
+comes the snapshot (``{"event": "snapshot", "data": {...}}``) on a fresh per-session stream,
+then one message per event: ``{"id": seq, "event": kind, "data": {...}}``, ``data`` being the
+very JSON the SSE stream sends. Resume with ``?after=<seq>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from sessions_app import streams
+from sessions_app.models import Session
+from sessions_app.selectors import meta_view
+from sessions_app.streams import Scope
+
+
+class EventsConsumer(AsyncWebsocketConsumer):
+    """Streams events to one websocket until it closes."""
+
+    async def connect(self) -> None:
+        """Check the request, accept, and start sending."""
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            after = streams.parse_after((query.get("after") or [None])[0])
+        except ValueError:
+            await self.close(code=4400)
+            return
+        session_id = self.scope["url_route"]["kwargs"].get("session_id")
+        snapshot = None
+        scope = Scope(everyone=True)
+        if session_id is not None:
+            sid = streams.session_uuid(session_id)
+            exists = sid is not None and await streams.in_db_thread(lambda: Session.objects.filter(pk=sid).exists())
+            if not exists:
+                await self.close(code=4404)
+                return
+            scope = Scope(session_id=str(sid))
+
+            def snapshot() -> dict:
+                return meta_view(Session.objects.get(pk=sid))
+
+        opened = await streams.open_stream(scope, after, snapshot)
+        await self.accept()
+        self.sender = asyncio.get_running_loop().create_task(self._send_all(opened))
+
+    async def _send_all(self, opened: streams.OpenedStream) -> None:
+        await self.send(text_data=json.dumps({"event": "replay", "data": {"replay": opened.replay}}))
+        if opened.snapshot is not None:
+            await self.send(text_data=json.dumps({"event": "snapshot", "data": opened.snapshot}, separators=(",", ":")))
+        async for frame in opened.frames:
+            if frame is not None:
+                await self.send(text_data=frame.message())
+
+    async def disconnect(self, code: int) -> None:
+        """Stop sending."""
+        sender = getattr(self, "sender", None)
+        if sender is not None:
+            sender.cancel()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Clients do not send anything; incoming messages are ignored."""

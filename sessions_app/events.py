@@ -1,0 +1,111 @@
+"""The only writer of events: durable rows, announced after commit (spec/server-api.md §4).
+
+An event's ``data`` is ``{"kind", "seq", "session_id", "owner", ...payload}``. It is rendered from
+the stored row the same way every time, so a replayed event is byte-for-byte the event sent live
+(spec/DECISIONS.md 14).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from sessions_app import hub
+from sessions_app.models import Event, EventRetention, Session
+
+#: Any constant works: it only has to be the same in every process writing events.
+_ADVISORY_LOCK_KEY = 0x6167656E7473
+
+
+def _lock_sequence() -> None:
+    # Without this, two transactions could commit seq 11 before seq 10 and a reader at 11 would
+    # never see 10. SQLite already runs one writer at a time.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_KEY])
+
+
+def emit(kind: str, session_id: uuid.UUID | str, owner: str | None, /, **payload: Any) -> Event:
+    """Append an event in the current transaction (a new one when there is none).
+
+    Args:
+        kind: the wire kind, e.g. ``session.updated``, ``run.stopped``.
+        session_id: the session it is about.
+        owner: the owner of the session's root (``None`` without authentication).
+        **payload: the kind's fields (spec/server-api.md §4.5).
+    Returns:
+        The stored row; readers are woken once the transaction commits.
+    """
+    with transaction.atomic():
+        _lock_sequence()
+        event = Event.objects.create(
+            session_id=session_id,
+            owner=owner,
+            kind=kind,
+            payload_json=json.dumps(payload, ensure_ascii=False),
+            created_at=timezone.now(),
+        )
+        transaction.on_commit(hub.announce)
+    return event
+
+
+def emit_session_updated(session: Session) -> Event:
+    """``session.updated``: the SessionMetaView of the stored version plus its ``head_turn``."""
+    from sessions_app.selectors import meta_view
+
+    turns = json.loads(session.document_json).get("turns") or []
+    head = turns[0] if turns else None
+    return emit("session.updated", session.pk, session.owner, **meta_view(session), head_turn=head)
+
+
+def event_data(event: Event) -> str:
+    """The ``data`` of an event: one line of JSON, the same bytes on every read."""
+    data = {"kind": event.kind, "seq": event.seq, "session_id": str(event.session_id), "owner": event.owner}
+    data.update(json.loads(event.payload_json))
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def read_after(after: int, *, session_id: uuid.UUID | str | None = None, limit: int = 500) -> list[Event]:
+    """Events with ``seq > after``, oldest first; one session's only when ``session_id`` is given."""
+    query = Event.objects.filter(seq__gt=after)
+    if session_id is not None:
+        query = query.filter(session_id=session_id)
+    return list(query.order_by("seq")[:limit])
+
+
+def latest_seq() -> int:
+    """The newest event's ``seq`` (0 when there is none)."""
+    last = Event.objects.order_by("-seq").values_list("seq", flat=True).first()
+    return last or 0
+
+
+def replay_available(after: int) -> bool:
+    """Whether every event after ``after`` is still stored (none pruned, none from the future).
+
+    Pruning deletes the oldest rows, so the events after ``after`` are complete exactly when no
+    event newer than ``after`` has been deleted: when ``after`` is at least the newest pruned seq.
+    """
+    if after > latest_seq():
+        return False
+    pruned = EventRetention.objects.filter(pk=1).values_list("pruned_through", flat=True).first() or 0
+    return after >= pruned
+
+
+def prune(max_age: timedelta) -> int:
+    """Delete events older than ``max_age``; return how many were deleted."""
+    cutoff = timezone.now() - max_age
+    with transaction.atomic():
+        newest_old = Event.objects.filter(created_at__lt=cutoff).order_by("-seq").values_list("seq", flat=True).first()
+        if newest_old is None:
+            return 0
+        deleted, _ = Event.objects.filter(seq__lte=newest_old).delete()
+        mark, _ = EventRetention.objects.select_for_update().get_or_create(pk=1)
+        if newest_old > mark.pruned_through:
+            mark.pruned_through = newest_old
+            mark.save(update_fields=["pruned_through"])
+    return deleted

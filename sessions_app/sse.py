@@ -1,0 +1,80 @@
+"""Server-sent-event views: ``GET /v1/sessions/:id/events`` and ``GET /v1/events``.
+
+Plain async Django views (DRF has no streaming async views). Frames are written as soon as they
+exist: daphne does not buffer, and the answer says ``X-Accel-Buffering: no`` for proxies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.http import require_GET
+
+from sessions_app import streams
+from sessions_app.models import Session
+from sessions_app.selectors import meta_view
+from sessions_app.streams import OpenedStream, Scope
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def _after(request: HttpRequest) -> int | None:
+    # a browser's EventSource resends Last-Event-ID on reconnect, which is newer than ?after
+    header = request.headers.get("Last-Event-ID")
+    return streams.parse_after(header if header not in (None, "") else request.GET.get("after"))
+
+
+def _response(opened: OpenedStream) -> StreamingHttpResponse:
+    async def body() -> AsyncIterator[str]:
+        if opened.snapshot is not None:
+            yield f"event: snapshot\ndata: {_compact(opened.snapshot)}\n\n"
+        async for frame in opened.frames:
+            yield ": keepalive\n\n" if frame is None else frame.sse()
+
+    response = StreamingHttpResponse(body(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    response["Agents-Replay"] = opened.replay
+    return response
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@require_GET
+async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
+    """One session's events: a snapshot first on a fresh connection, then every change."""
+    sid = streams.session_uuid(session_id)
+    if sid is None:
+        return _error(404, "unknown_session", f"no session {session_id}")
+    try:
+        after = _after(request)
+    except ValueError:
+        return _error(400, "bad_request", "Last-Event-ID / after must be a non-negative integer")
+    if not await streams.in_db_thread(lambda: Session.objects.filter(pk=sid).exists()):
+        return _error(404, "unknown_session", f"no session {session_id}")
+
+    def snapshot() -> dict:
+        return meta_view(Session.objects.get(pk=sid))
+
+    opened = await streams.open_stream(Scope(session_id=str(sid)), after, snapshot)
+    return _response(opened)
+
+
+@require_GET
+async def all_events(request: HttpRequest) -> HttpResponse:
+    """Every session's events (``scope=all``; ``scope=owner`` is the same without authentication)."""
+    scope = request.GET.get("scope", "all")
+    if scope not in ("owner", "all"):
+        return _error(400, "bad_request", "scope must be owner or all")
+    try:
+        after = _after(request)
+    except ValueError:
+        return _error(400, "bad_request", "Last-Event-ID / after must be a non-negative integer")
+    opened = await streams.open_stream(Scope(everyone=True), after, None)
+    return _response(opened)

@@ -1,0 +1,248 @@
+"""Live event streams: one reader per server process, fanned out to every open stream.
+
+The database is the source of truth (``sessions_app.events``). Each server process runs one
+:class:`Fanout` on its event loop: woken by the hub (or every second, in case an announcement was
+lost), it reads the events committed since its position and hands them to the streams whose scope
+they match. A stream that resumes (``Last-Event-ID`` / ``after``) subscribes first, learns the
+fanout's position ``p``, reads ``(after, p]`` from the database itself and then takes the live
+events after ``p`` from its queue: no gap and no duplicate at the seam, whatever is being
+written meanwhile (spec/DECISIONS.md 14, 16).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+from sessions_app import events, hub
+from sessions_app.models import Event
+
+log = logging.getLogger("sessions.streams")
+
+T = TypeVar("T")
+
+#: Database work of the streams runs on these threads, each keeping its own connection.
+_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="events-db")
+
+#: Seconds between two reads when no announcement arrives (announcements can be lost).
+POLL_SECONDS = 1.0
+
+
+def _guarded(fn: Callable[[], T]) -> Callable[[], T]:
+    def run() -> T:
+        try:
+            return fn()
+        except DatabaseError:
+            # a broken connection is replaced on the next call
+            connection.close()
+            raise
+
+    return run
+
+
+async def in_db_thread(fn: Callable[[], T]) -> T:
+    """Run ``fn`` (ORM code) on a stream database thread and return its result."""
+    return await asyncio.get_running_loop().run_in_executor(_executor, _guarded(fn))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One event as sent: its ``seq``, ``kind``, session and the ``data`` JSON line."""
+
+    seq: int
+    kind: str
+    session_id: str
+    owner: str | None
+    data: str
+
+    @classmethod
+    def of(cls, event: Event) -> Frame:
+        """The frame of a stored event."""
+        return cls(event.seq, event.kind, str(event.session_id), event.owner, events.event_data(event))
+
+    def sse(self) -> str:
+        """The server-sent-events text of this frame."""
+        return f"id: {self.seq}\nevent: {self.kind}\ndata: {self.data}\n\n"
+
+    def message(self) -> str:
+        """The websocket message of this frame: ``{"id", "event", "data"}``."""
+        return f'{{"id":{self.seq},"event":{json.dumps(self.kind)},"data":{self.data}}}'
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which events a stream wants: one session's, or every session's (optionally one owner's)."""
+
+    session_id: str | None = None
+    owner: str | None = None
+    everyone: bool = True
+
+    def matches(self, frame: Frame) -> bool:
+        """Whether ``frame`` belongs to this stream."""
+        if self.session_id is not None:
+            return frame.session_id == self.session_id
+        return self.everyone or frame.owner == self.owner
+
+
+@dataclass(eq=False)
+class Subscription:
+    """An open stream's registration with the fanout."""
+
+    scope: Scope
+    position: int
+    queue: asyncio.Queue[Frame] = field(default_factory=asyncio.Queue)
+
+
+class Fanout:
+    """Reads new events once per process and distributes them to subscriptions."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.subscriptions: set[Subscription] = set()
+        self.started = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        """The reader loop: wait for an announcement (or the poll period), read, distribute."""
+        waiter = hub.AsyncWaiter()
+        try:
+            self.position = await in_db_thread(events.latest_seq)
+            self.started.set()
+            while True:
+                try:
+                    rows = await in_db_thread(partial(_read_frames, self.position, None))
+                except DatabaseError:
+                    log.warning("event read failed", exc_info=True, extra={"kind": "events.read_failed"})
+                    rows = []
+                for frame in rows:
+                    for sub in self.subscriptions:
+                        if sub.scope.matches(frame):
+                            sub.queue.put_nowait(frame)
+                    self.position = frame.seq
+                if len(rows) < 500:
+                    await waiter.wait(POLL_SECONDS)
+        finally:
+            waiter.close()
+
+    def subscribe(self, scope: Scope) -> Subscription:
+        """Register a stream; it receives every matching event after ``subscription.position``."""
+        sub = Subscription(scope=scope, position=self.position)
+        self.subscriptions.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Forget a stream."""
+        self.subscriptions.discard(sub)
+
+
+_fanouts: dict[asyncio.AbstractEventLoop, Fanout] = {}
+
+
+async def fanout() -> Fanout:
+    """This event loop's fanout, started on first use."""
+    loop = asyncio.get_running_loop()
+    current = _fanouts.get(loop)
+    if current is None:
+        hub.start_listener()
+        current = _fanouts[loop] = Fanout()
+        current.task = loop.create_task(current.run())
+    await current.started.wait()
+    return current
+
+
+@dataclass
+class OpenedStream:
+    """A stream ready to send: its replay mode, an optional snapshot, then frames."""
+
+    replay: str
+    snapshot: dict[str, Any] | None
+    frames: AsyncIterator[Frame | None]
+
+
+async def open_stream(scope: Scope, after: int | None, snapshot: Callable[[], dict[str, Any]] | None) -> OpenedStream:
+    """Subscribe and decide the replay mode (spec/server-api.md §4.4, DECISIONS 14).
+
+    Args:
+        scope: the events wanted.
+        after: the last ``seq`` the client saw (``Last-Event-ID`` or ``after``), or ``None``.
+        snapshot: reads the SessionMetaView for a per-session stream; ``None`` for ``/v1/events``.
+    Returns:
+        ``replay``: ``live`` (no ``after``), ``replayed`` (every event after it is still stored), or
+        ``unavailable`` (older than retention, or from the future: sent like a fresh connection).
+        ``frames`` yields frames in ``seq`` order, and ``None`` after ``keepalive`` seconds of silence.
+    """
+    hub_fanout = await fanout()
+    sub = hub_fanout.subscribe(scope)
+    try:
+        if after is not None and await in_db_thread(lambda: events.replay_available(after)):
+            replay, start, first = "replayed", after, None
+        else:
+            replay, start = ("live" if after is None else "unavailable"), sub.position
+            first = await in_db_thread(snapshot) if snapshot is not None else None
+    except BaseException:
+        hub_fanout.unsubscribe(sub)
+        raise
+    return OpenedStream(replay, first, _frames(hub_fanout, sub, start))
+
+
+async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIterator[Frame | None]:
+    keepalive = settings.AGENTS["SSE_KEEPALIVE_SECONDS"]
+    try:
+        last = start
+        # the stored events between the client's position and the subscription's
+        while last < sub.position:
+            batch = await in_db_thread(partial(_read_frames, last, sub.scope.session_id))
+            batch = [f for f in batch if f.seq <= sub.position]
+            if not batch:
+                break
+            for frame in batch:
+                last = frame.seq
+                if sub.scope.matches(frame):
+                    yield frame
+        while True:
+            try:
+                frame = await asyncio.wait_for(sub.queue.get(), keepalive)
+            except TimeoutError:
+                yield None
+                continue
+            if frame.seq > last:
+                last = frame.seq
+                yield frame
+    finally:
+        hub_fanout.unsubscribe(sub)
+
+
+def _read_frames(after: int, session_id: str | None) -> list[Frame]:
+    return [Frame.of(e) for e in events.read_after(after, session_id=session_id)]
+
+
+def parse_after(value: str | None) -> int | None:
+    """A ``Last-Event-ID`` / ``after`` value: a non-negative integer, or ``None`` when absent.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if value is None or value.strip() == "":
+        return None
+    number = int(value.strip())
+    if number < 0:
+        raise ValueError("negative")
+    return number
+
+
+def session_uuid(value: str) -> uuid.UUID | None:
+    """The UUID in a path, or ``None`` when malformed."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
