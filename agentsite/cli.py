@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,8 @@ def start_embedded_worker(concurrency: int) -> Any:
     Returns:
         The worker controller (``.stop()`` ends it).
     """
+    from celery.beat import EmbeddedService
+
     from agentsite.celery import app
 
     worker = app.WorkController(
@@ -105,6 +108,11 @@ def start_embedded_worker(concurrency: int) -> Any:
         without_gossip=True,
     )
     threading.Thread(target=worker.start, name="embedded-celery-worker", daemon=True).start()
+    # The periodic tasks (event retention) are scheduled by a beat thread of this process: a
+    # beat process of its own could not reach the in-memory broker.
+    EmbeddedService(
+        app, thread=True, schedule_filename=str(Path(tempfile.gettempdir()) / f"agents-beat-{os.getpid()}")
+    ).start()
     return worker
 
 
@@ -137,13 +145,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     from daphne.cli import CommandLineInterface
 
-    CommandLineInterface().run(["-b", args.bind, "-p", str(args.port), "agentsite.asgi:application"])
+    # verbosity 0: no access log on stdout (it would carry query strings, e.g. access tokens)
+    CommandLineInterface().run(["-v", "0", "-b", args.bind, "-p", str(args.port), "agentsite.asgi:application"])
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a Celery worker that executes session runs (needs ``REDIS_URL``)."""
     _apply_agent_flags(args)
+    if args.stream_tokens:
+        os.environ["AGENTS_STREAM_TOKENS"] = "true"
     _setup_django()
     from django.conf import settings
 
@@ -157,6 +168,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from agentsite.celery import app
 
     argv = ["worker", "--loglevel=WARNING", f"--concurrency={args.concurrency}", f"--pool={args.pool}"]
+    if args.beat:
+        schedule = Path(tempfile.gettempdir()) / f"agents-beat-{os.getpid()}"
+        argv += ["--beat", f"--schedule={schedule}"]
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
     app.worker_main(argv)
@@ -227,6 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int, default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")))
     worker.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
     worker.add_argument("--hostname", default=None, help="Celery node name")
+    worker.add_argument(
+        "--beat", action="store_true", help="also run the periodic tasks (event retention); give it to one worker"
+    )
+    worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     worker.set_defaults(func=cmd_worker)
 
     check = sub.add_parser("check", help="validate agent files")

@@ -97,6 +97,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_ALWAYS_EAGER = env.bool("AGENTS_CELERY_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "prune-events": {"task": "events.prune", "schedule": env.float("AGENTS_PRUNE_EVERY_SECONDS", default=600.0)},
+}
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -166,6 +169,8 @@ LOGGING = {
         "daphne": {"level": "WARNING"},
         "celery": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "kombu": {"level": "ERROR"},
         "openai": {"level": "WARNING"},
     },
 }

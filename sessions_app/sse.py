@@ -30,6 +30,9 @@ def _after(request: HttpRequest) -> int | None:
 
 def _response(opened: OpenedStream) -> StreamingHttpResponse:
     async def body() -> AsyncIterator[str]:
+        # an empty first chunk makes daphne send the headers (and Agents-Replay) right away,
+        # before any frame exists
+        yield ""
         if opened.snapshot is not None:
             yield f"event: snapshot\ndata: {_compact(opened.snapshot)}\n\n"
         async for frame in opened.frames:
