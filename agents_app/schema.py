@@ -8,11 +8,15 @@ them so that ``agents check`` can warn about them.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ENVELOPE_TAG = "OpenAIAgentDescription"
+
+#: What a slug may hold (agent-files.md §1.2 leaves the charset open; these are URL- and tool-name-safe).
+SLUG_PATTERN = re.compile(r"[A-Za-z0-9_.:-]+")
 
 #: Flavors we know (DECISIONS 6). ``openai`` and ``OpenAI`` are older spellings of OpenAIv1.
 KNOWN_FLAVORS = {"OpenAIv1", "KimiV1", "MistralV1", "OllamaV1", "openai", "OpenAI"}
@@ -142,11 +146,26 @@ class AgentSpec(_Lenient):
     pauseCancelsCalls: bool = False
     resumeOnAnyMail: bool = False
 
-    @field_validator("slug", "apiKeyId", "modelUrl")
+    @field_validator("slug", "apiKeyId", "modelUrl", "modelName")
     @classmethod
     def _not_empty(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
+        return value
+
+    @field_validator("slug")
+    @classmethod
+    def _slug_characters(cls, value: str) -> str:
+        # slugs appear in URLs and in tool names: letters, digits and _ . : - only
+        if not SLUG_PATTERN.fullmatch(value):
+            raise ValueError("may hold only letters, digits and _ . : -")
+        return value
+
+    @field_validator("modelUrl")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
         return value
 
     def system_prompt_text(self) -> str:

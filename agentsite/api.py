@@ -42,9 +42,21 @@ class AnyContentJSONParser(BaseParser):
         if not raw.strip():
             return None
         try:
-            return json.loads(raw)
+            value = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise bad_request(f"request body is not valid JSON: {error}") from error
+        except (ValueError, RecursionError) as error:
+            # integers beyond Python's digit limit, or nesting deeper than the parser goes
+            raise bad_request(f"request body is not acceptable JSON: {error}") from error
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise bad_request(
+                "request body contains a lone surrogate (\\ud800-\\udfff), which is not Unicode text"
+            ) from error
+        except RecursionError as error:
+            raise bad_request("request body is nested too deeply") from error
+        return value
 
 
 def json_object_body(request: Request) -> dict[str, Any]:

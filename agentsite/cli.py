@@ -82,11 +82,24 @@ def _load_agents_or_exit() -> None:
     reset_runtime_agents()
     for agent in registry.roots():
         try:
-            runtime_agent(agent.spec.slug)
+            built = runtime_agent(agent.spec.slug)
         except ToolBuildError as error:
             for problem in error.problems:
                 print(f"agents: {agent.spec.slug}: {problem}", file=sys.stderr)
             raise SystemExit(2) from error
+        for warning in built.toolset.warnings:
+            log.warning("tool skipped", extra={"kind": "tools.skipped", "agent": agent.spec.slug, "reason": warning})
+
+
+def _recover(*, all_claimed: bool) -> None:
+    """Startup recovery (spec/server-api.md §9.2): before the first request is accepted."""
+    from sessions_app.services import recover_stale_runs
+
+    recovered, resent = recover_stale_runs(all_claimed=all_claimed)
+    log.info(
+        "sessions recovered",
+        extra={"kind": "sessions.recovered", "count": len(recovered), "session_ids": recovered, "resent": resent},
+    )
 
 
 def start_embedded_worker(concurrency: int) -> Any:
@@ -129,6 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     call_command("migrate", interactive=False, verbosity=0)
     _load_agents_or_exit()
+    _recover(all_claimed=settings.EMBEDDED_WORKER)
     if settings.EMBEDDED_WORKER:
         start_embedded_worker(args.worker_concurrency)
     log.info(
@@ -178,28 +192,37 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Validate agent files: one line per problem on stderr, exit 1 when any (cli-and-mcp §3.3)."""
+    """Validate agent files: one line per problem on stderr, exit 1 when any (cli-and-mcp §3.3).
+
+    Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
+    it and logs ``tools.skipped``), and so are two files with the same root slug.
+    """
     from agents_app.loader import AgentLoadError, load_agent_tree
     from tools_app.toolset import ToolBuildError, build_toolset
 
     problems: list[str] = []
+    roots: dict[str, str] = {}
     for path in args.agent_file or []:
         try:
             tree = load_agent_tree(path)
         except AgentLoadError as error:
             problems.extend(error.problems)
             continue
+        slug = tree.root.spec.slug
+        if slug in roots:
+            problems.append(f"{tree.root.path}: duplicate root agent slug {slug!r} (also in {roots[slug]})")
+            continue
+        roots[slug] = str(tree.root.path)
         for warning in tree.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        for slug, agent in tree.agents.items():
+        for helper_slug, agent in tree.agents.items():
             try:
                 toolset = build_toolset(agent)
             except ToolBuildError as error:
-                problems.extend(f"{agent.path}: {slug}: {problem}" for problem in error.problems)
+                problems.extend(f"{agent.path}: {helper_slug}: {problem}" for problem in error.problems)
                 continue
-            for warning in toolset.warnings:
-                print(f"warning: {agent.path}: {slug}: {warning}", file=sys.stderr)
-            if slug == tree.root.spec.slug:
+            problems.extend(f"{agent.path}: {helper_slug}: {warning}" for warning in toolset.warnings)
+            if helper_slug == slug:
                 print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
     for problem in problems:
         print(problem, file=sys.stderr)
@@ -242,7 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
     worker.add_argument("--hostname", default=None, help="Celery node name")
     worker.add_argument(
-        "--beat", action="store_true", help="also run the periodic tasks (event retention); give it to one worker"
+        "--beat",
+        action="store_true",
+        default=os.environ.get("AGENTS_WORKER_BEAT", "") not in ("", "0", "false"),
+        help="also run the periodic tasks (run recovery, event retention); env AGENTS_WORKER_BEAT=1",
     )
     worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     worker.set_defaults(func=cmd_worker)

@@ -67,9 +67,13 @@ def payload_too_large(limit: int) -> ApiError:
     return ApiError(413, "payload_too_large", f"request body is larger than {limit} bytes")
 
 
+#: The same JSON text as DRF's renderer, so every error reads alike.
+COMPACT = {"separators": (",", ":"), "ensure_ascii": False}
+
+
 def json_error(error: ApiError) -> JsonResponse:
     """A plain Django JSON answer for an :class:`ApiError` (outside DRF views)."""
-    return JsonResponse(error.body(), status=error.status)
+    return JsonResponse(error.body(), status=error.status, json_dumps_params=COMPACT)
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
@@ -90,11 +94,16 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     return Response({"error": "internal_error", "message": "internal server error"}, status=500)
 
 
+def handler400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """Requests Django itself cannot read (e.g. a broken multipart body) answer 400 ``bad_request``."""
+    return json_error(bad_request("the request could not be read"))
+
+
 def handler404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """Unknown paths answer 404 ``not_found`` in the API's error shape."""
-    return JsonResponse({"error": "not_found", "message": f"no route for {request.path}"}, status=404)
+    return json_error(ApiError(404, "not_found", f"no route for {request.path}"))
 
 
 def handler500(request: HttpRequest) -> JsonResponse:
     """Unexpected failures outside DRF answer 500 ``internal_error``."""
-    return JsonResponse({"error": "internal_error", "message": "internal server error"}, status=500)
+    return json_error(ApiError(500, "internal_error", "internal server error"))

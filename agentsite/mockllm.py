@@ -440,9 +440,7 @@ class MockLlmServer:
         OSError: from the constructor, when the address cannot be bound.
     """
 
-    def __init__(
-        self, script: dict[str, Any], host: str = "127.0.0.1", port: int = 0, verbose: bool = False
-    ) -> None:
+    def __init__(self, script: dict[str, Any], host: str = "127.0.0.1", port: int = 0, verbose: bool = False) -> None:
         self.script = validate_script(script)
         self.verbose = verbose
         self._lock = threading.Lock()
@@ -547,9 +545,7 @@ class _HttpServer(ThreadingHTTPServer):
     # Do not wait for handler threads on close: a scripted `delay` must not hold up stop().
     block_on_close = False
 
-    def __init__(
-        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], mock: MockLlmServer
-    ) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], mock: MockLlmServer) -> None:
         self.mock = mock
         super().__init__(address, handler)
 
@@ -585,10 +581,7 @@ class _Handler(BaseHTTPRequestHandler):
         route = self._route()
         mock = self.server.mock
         if route in ("/v1/models", "/models"):
-            data = [
-                {"id": name, "object": "model", "created": 0, "owned_by": "mock-llm"}
-                for name in mock._models()
-            ]
+            data = [{"id": name, "object": "model", "created": 0, "owned_by": "mock-llm"} for name in mock._models()]
             self._send_json(200, {"object": "list", "data": data})
         elif route == "/_mock/requests":
             self._send_json(200, mock.requests)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
+from django.views.decorators.http import require_GET
 from drf_spectacular.views import SpectacularJSONAPIView
 
 from agents_app.apis import AgentDetailApi, AgentListApi
@@ -20,6 +21,7 @@ from sessions_app.apis import (
 from sessions_app.models import Session
 
 
+@require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     """``GET /healthz``: ``{"ok": true, "live_sessions": N, "active_runs": N}``.
 
@@ -47,5 +49,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
+handler400 = "agentsite.errors.handler400"
 handler404 = "agentsite.errors.handler404"
 handler500 = "agentsite.errors.handler500"

@@ -35,17 +35,23 @@ WAIT_PARAMETERS = [
 ERRORS = {400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer}
 
 
-def _answer(request: Request, session: Session, *, created: bool = False) -> Response:
+def _answer(request: Request, session: Session, *, created: bool = False, read_only: bool = False) -> Response:
     """Answer with the SessionView, after waiting for the run when ``wait=true``.
 
-    Create answers 201; the others 202 while the run is still going, else 200 (§1.0).
+    Create answers 201; the others 202 while the run is still going, else 200 (§1.0). A plain
+    read (``GET`` without ``wait``) always answers 200.
     """
     wait, timeout = wait_params(request)
     if wait:
         session = selectors.wait_for_run(session.pk, timeout)
     else:
         session = selectors.session_get(session.pk)
-    status = 201 if created else (202 if session.status == Session.Status.RUNNING else 200)
+    if created:
+        status = 201
+    elif read_only and not wait:
+        status = 200
+    else:
+        status = 202 if session.status == Session.Status.RUNNING else 200
     headers = {"Location": f"/v1/sessions/{session.pk}"} if created else None
     return Response(selectors.session_view(session), status=status, headers=headers)
 
@@ -116,7 +122,7 @@ class SessionCollectionApi(APIView):
         """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
         data = validated(SessionCreateSerializer, json_object_body(request))
         if data.get("seal") or data.get("session_token"):
-            raise bad_request("seal and session_token need authentication (--auth-tokens)")
+            raise bad_request("seal and session_token need authentication, which this server does not have enabled")
         prompt = data.get("prompt")
         media = _media(data)
         alias = data.get("message")
@@ -146,7 +152,7 @@ class SessionDetailApi(APIView):
     def get(self, request: Request, session_id: str) -> Response:
         """The session; with ``wait=true``, once its run stops (202 if still running at timeout)."""
         session = selectors.session_get(_session_id(session_id))
-        return _answer(request, session)
+        return _answer(request, session, read_only=True)
 
 
 class SessionMessagesApi(APIView):

@@ -47,7 +47,7 @@ def emit(kind: str, session_id: uuid.UUID | str, owner: str | None, /, **payload
             session_id=session_id,
             owner=owner,
             kind=kind,
-            payload_json=json.dumps(payload, ensure_ascii=False),
+            payload_json=json.dumps(payload),
             created_at=timezone.now(),
         )
         transaction.on_commit(hub.announce)

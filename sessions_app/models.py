@@ -15,6 +15,25 @@ from typing import Any
 from django.db import models
 
 
+def dump_document(value: Any) -> str:
+    """JSON text for a TEXT column: ASCII-only, so that PostgreSQL takes any string (a NUL
+    character becomes the six characters ``\\u0000``) and the value reads back equal."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+class TextJSONField(models.TextField):
+    """A JSON value stored as text (see :func:`dump_document`): PostgreSQL's jsonb refuses NUL."""
+
+    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+    def to_python(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    def get_prep_value(self, value: Any) -> str | None:
+        return None if value is None else dump_document(value)
+
+
 class Session(models.Model):
     """One conversation, its metadata and its run lease.
 
@@ -43,7 +62,7 @@ class Session(models.Model):
     forked_from = models.UUIDField(null=True, blank=True)
     sealed = models.BooleanField(default=False)
     session_token_sha256 = models.CharField(max_length=64, null=True, blank=True)
-    params = models.JSONField(default=dict, blank=True)
+    params = TextJSONField(default=dict, blank=True)
     run_id = models.UUIDField(null=True, blank=True)
     run_mode = models.CharField(max_length=32, null=True, blank=True)
     run_owner = models.CharField(max_length=200, null=True, blank=True)
@@ -79,9 +98,9 @@ class Continuation(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="continuations")
     tool_call_id = models.CharField(max_length=64)
     provider_call_id = models.CharField(max_length=200, blank=True, default="")
-    call = models.JSONField()
-    disposition = models.JSONField()
-    result = models.JSONField(null=True, blank=True)
+    call = TextJSONField()
+    disposition = TextJSONField()
+    result = TextJSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     completed_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)

@@ -7,11 +7,21 @@ document; the views themselves are built by ``sessions_app.selectors``.
 
 from __future__ import annotations
 
+import binascii
 from typing import Any
 
 from rest_framework import serializers
 
 from agentsite.errors import bad_request
+
+
+def is_base64(value: str) -> bool:
+    """Whether ``value`` is standard base64 (padding required, no other characters)."""
+    try:
+        binascii.a2b_base64(value.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError):
+        return value == ""
+    return True
 
 
 class StrictCharField(serializers.CharField):
@@ -33,15 +43,22 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class MediaSerializer(serializers.Serializer):
-    """An attachment on the HTTP API: ``{"mime", "base64", "filename"?}`` (DECISIONS 2)."""
+    """An attachment: ``{"mime", "base64", "filename"?}``."""
 
+    # spec/DECISIONS.md 2: the HTTP API says mime/base64, the session document mimeType/base64Data
     mime = StrictCharField()
     base64 = StrictCharField(allow_blank=True, trim_whitespace=False)
     filename = StrictCharField(required=False, allow_null=True)
 
+    def validate_base64(self, value: str) -> str:
+        """Refuse data that is not base64."""
+        if not is_base64(value):
+            raise serializers.ValidationError("is not valid base64")
+        return value
+
 
 class MessageAliasSerializer(serializers.Serializer):
-    """``message: {text, media}``, accepted on create as an alias of ``prompt`` (DECISIONS 9)."""
+    """``message: {text, media}``, accepted on create in place of ``prompt`` and ``media``."""
 
     text = StrictCharField(required=False, allow_blank=True, trim_whitespace=False)
     media = MediaSerializer(many=True, required=False)
@@ -79,7 +96,12 @@ class ResumeSerializer(serializers.Serializer):
 
 
 class ContinuationSerializer(serializers.Serializer):
-    """Body of ``POST /v1/continuations/:token``: ``result`` is a UserToolResponse (DECISIONS 3)."""
+    """Body of ``POST /v1/continuations/:token``.
+
+    ``result`` is a string (a text result) or ``{"type": "text", "content": str}``,
+    ``{"type": "json", "content": any}``, ``{"type": "media", "mimeType", "base64Data",
+    "filename"?}`` or ``{"type": "mixed", "parts": [{"type": "text", "text"} | media...]}``.
+    """
 
     result = serializers.JSONField()
     resume = StrictBooleanField(required=False, default=True)

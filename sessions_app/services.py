@@ -7,7 +7,6 @@ written with a compare-and-store on ``version`` (spec/server-api.md §7).
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,9 +20,10 @@ from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_ses
 from sessions_app import document as doc
 from sessions_app import events
 from sessions_app.engine import NewContinuation, apply_result
-from sessions_app.models import Continuation, Session
+from sessions_app.models import Continuation, Session, dump_document
 from sessions_app.runtime import runtime_agent
 from sessions_app.selectors import meta_view
+from sessions_app.serializers import is_base64
 
 RUN_MODES = ("step", "until_blocked")
 
@@ -60,7 +60,7 @@ def store(session: Session, document: dict[str, Any], *, fence_run: str | None =
     query = Session.objects.filter(pk=session.pk, version=session.version)
     if fence_run is not None:
         query = query.filter(run_owner=fence_run, run_id=session.run_id)
-    document_json = json.dumps(document, ensure_ascii=False)
+    document_json = dump_document(document)
     changed = query.update(document_json=document_json, version=F("version") + 1, updated_at=now, **fields)
     if changed != 1:
         raise VersionConflict(f"session {session.pk} changed since version {session.version}")
@@ -145,7 +145,7 @@ def session_create(
             version=1,
             created_at=now,
             updated_at=now,
-            document_json=json.dumps(document, ensure_ascii=False),
+            document_json=dump_document(document),
             **fields,
         )
         events.emit("session.created", session.pk, session.owner, **meta_view(session))
@@ -252,6 +252,8 @@ def normalize_tool_result(result: Any) -> Any:
 def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(value.get("mimeType"), str) or not isinstance(value.get("base64Data"), str):
         raise bad_request(f'{where}: a media part needs string "mimeType" and "base64Data"')
+    if not is_base64(value["base64Data"]):
+        raise bad_request(f"{where}: base64Data is not valid base64")
     media = {"type": "media", "mimeType": value["mimeType"], "base64Data": value["base64Data"]}
     if isinstance(value.get("filename"), str):
         media["filename"] = value["filename"]
@@ -341,3 +343,55 @@ def mark_applied(tokens: list[uuid.UUID]) -> None:
 def lease_deadline(now: datetime) -> datetime:
     """When a lease taken or renewed at ``now`` expires (``AGENTS_LEASE_SECONDS``, default 30 s)."""
     return now + timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
+
+
+def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
+    """Free sessions whose run died with its worker, and resend runs nobody claimed.
+
+    A claimed run whose lease has expired (or every claimed run, with ``all_claimed``: at the
+    start of the embedded server no other process can hold one) is stored as a restart would
+    store it: the interrupted step is lost, the status is the one its turns imply, and nothing
+    resumes on its own (spec/server-api.md §9.2). A run requested more than a lease ago and still
+    unclaimed (its task was lost with a broker or a process) is enqueued again; the claim makes a
+    duplicate harmless.
+
+    Returns:
+        ``(recovered_ids, resent_ids)``.
+    """
+    now = db_now()
+    claimed = Session.objects.filter(status=Session.Status.RUNNING, run_owner__isnull=False)
+    if not all_claimed:
+        claimed = claimed.filter(run_lease_until__lt=now)
+    recovered = []
+    for session_id in claimed.values_list("pk", flat=True):
+        with transaction.atomic():
+            session = _lock(session_id)
+            if session.status != Session.Status.RUNNING or session.run_owner is None:
+                continue
+            if not all_claimed and session.run_lease_until is not None and session.run_lease_until >= now:
+                continue
+            document = session.document
+            status = doc.status_of(document)
+            session = store(
+                session,
+                document,
+                status=status,
+                status_detail=None,
+                run_id=None,
+                run_mode=None,
+                run_owner=None,
+                run_lease_until=None,
+            )
+            events.emit("run.stopped", session.pk, session.owner, status=status)
+        recovered.append(str(session_id))
+    cutoff = now - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
+    unclaimed = Session.objects.filter(status=Session.Status.RUNNING, run_owner__isnull=True)
+    if not all_claimed:
+        unclaimed = unclaimed.filter(updated_at__lt=cutoff)
+    resent = []
+    for session_id, run_id in unclaimed.values_list("pk", "run_id"):
+        if run_id is not None:
+            with transaction.atomic():
+                _enqueue_run(session_id, run_id)
+            resent.append(str(session_id))
+    return recovered, resent

@@ -22,8 +22,9 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+#: The agents-exe agent and session files used as they are: ``../shared/fixtures`` beside the
+#: project (as CI lays it out), or the folder named by AGENTS_TEST_FIXTURES.
+FIXTURES = Path(os.environ.get("AGENTS_TEST_FIXTURES", ROOT.parent / "shared" / "fixtures"))
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

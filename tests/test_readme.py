@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -45,7 +46,17 @@ def test_the_demo_and_the_walkthrough(tmp_path: Path) -> None:
 
         wait_until(ready, timeout=300, interval=0.2)
         commands = readme_curls()
-        assert len(commands) == 5, commands
+        follow = [c for c in commands if c.startswith("curl -N")]
+        commands = [c for c in commands if not c.startswith("curl -N")]
+        assert len(commands) == 5 and len(follow) == 1, commands
+        # the README's live follower, in the background while the walkthrough runs
+        follower = subprocess.Popen(
+            ["bash", "-c", "exec timeout 30 " + follow[0].replace("localhost:8080", f"localhost:{port}")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(1)
         values: dict[str, str] = {}
         answers = []
         for command in commands:
@@ -73,5 +84,8 @@ def test_the_demo_and_the_walkthrough(tmp_path: Path) -> None:
         assert re.search(
             r"The human said: yes", shell_done["session"]["turns"][0]["contents"]["llmResponse"]["responseText"]
         )
+        follower.terminate()
+        followed = follower.communicate(timeout=30)[0]
+        assert "event: session.created" in followed and "event: run.stopped" in followed
     finally:
         demo.stop()

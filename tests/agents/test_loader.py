@@ -20,9 +20,9 @@ from agents_app.loader import (
     parse_agent_document,
 )
 from agents_app.schema import AgentSpec
+from tests.harness import FIXTURES as ALL_FIXTURES  # noqa: E402
 
-# The fixtures live in shared/, beside the project directory (here and in CI).
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "agents"
+FIXTURES = ALL_FIXTURES / "agents"
 
 
 def contents(slug: str, /, **fields: Any) -> dict[str, Any]:
