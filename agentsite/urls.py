@@ -12,9 +12,13 @@ from agents_app.apis import AgentDetailApi, AgentListApi
 from sessions_app import sse
 from sessions_app.apis import (
     ContinuationApi,
+    SessionCancelApi,
+    SessionCancelAttachedApi,
     SessionCollectionApi,
     SessionDetailApi,
+    SessionMailApi,
     SessionMessagesApi,
+    SessionPauseApi,
     SessionPendingApi,
     SessionResumeApi,
 )
@@ -44,6 +48,14 @@ urlpatterns = [
     path("v1/sessions/<str:session_id>/resume", SessionResumeApi.as_view(), name="session-resume"),
     path("v1/sessions/<str:session_id>/pending", SessionPendingApi.as_view(), name="session-pending"),
     path("v1/sessions/<str:session_id>/events", sse.session_events, name="session-events"),
+    path("v1/sessions/<str:session_id>/mail", SessionMailApi.as_view(), name="session-mail"),
+    path("v1/sessions/<str:session_id>/pause", SessionPauseApi.as_view(), name="session-pause"),
+    path("v1/sessions/<str:session_id>/cancel", SessionCancelApi.as_view(), name="session-cancel"),
+    path(
+        "v1/sessions/<str:session_id>/cancel-attached",
+        SessionCancelAttachedApi.as_view(),
+        name="session-cancel-attached",
+    ),
     path("v1/events", sse.all_events, name="events"),
     path("v1/continuations/<str:token>", ContinuationApi.as_view(), name="continuation"),
     path("admin/", admin.site.urls),

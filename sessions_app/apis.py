@@ -11,19 +11,23 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.api import json_object_body, parse_uuid, wait_params
+from agentsite.api import json_object_body, parse_uuid, query_bool, wait_params
 from agentsite.errors import bad_request, unknown_session, unknown_token
 from sessions_app import document as doc
-from sessions_app import selectors, services
+from sessions_app import mailbox, selectors, services
 from sessions_app.models import Session
 from sessions_app.serializers import (
     ContinuationSerializer,
     ErrorSerializer,
+    MailListSerializer,
+    MailSerializer,
     MessageSerializer,
     PendingSerializer,
+    ReceiptSerializer,
     ResumeSerializer,
     SessionCreateSerializer,
     SessionListSerializer,
+    SessionMetaSerializer,
     SessionViewSerializer,
     validated,
 )
@@ -32,6 +36,8 @@ WAIT_PARAMETERS = [
     OpenApiParameter("wait", bool, description="answer when the run stops (default false)"),
     OpenApiParameter("timeout", float, description="seconds to wait, default 120, at most 600"),
 ]
+#: Seconds a cancel waits for the run to stop before answering.
+CANCEL_WAIT_SECONDS = 30.0
 ERRORS = {400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer}
 
 
@@ -171,7 +177,11 @@ class SessionMessagesApi(APIView):
         data = validated(MessageSerializer, json_object_body(request))
         wait_params(request)
         session = services.message_post(
-            session_id=sid, prompt=data.get("prompt") or None, media=_media(data), run=data["run"]
+            session_id=sid,
+            prompt=data.get("prompt") or None,
+            media=_media(data),
+            run=data["run"],
+            interrupt=data["interrupt"],
         )
         return _answer(request, session)
 
@@ -224,3 +234,72 @@ class ContinuationApi(APIView):
         wait_params(request)
         session = services.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
         return _answer(request, session)
+
+
+class SessionMailApi(APIView):
+    """``POST /v1/sessions/:id/mail`` and ``GET /v1/sessions/:id/mail``."""
+
+    @extend_schema(operation_id="sendMail", request=MailSerializer, responses={202: ReceiptSerializer, **ERRORS})
+    def post(self, request: Request, session_id: str) -> Response:
+        """Queue mail for the session; never refused for the session's status."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(MailSerializer, json_object_body(request))
+        body = mailbox.validate_body(json_object_body(request).get("body"))
+        receipt = services.mail_send(
+            session_id=sid,
+            body=body,
+            priority=data["priority"],
+            sender={"tag": "user", "owner": None},
+            mail_id=data.get("id"),
+        )
+        return Response(receipt, status=202)
+
+    @extend_schema(
+        operation_id="listMail",
+        parameters=[OpenApiParameter("unread", bool, description="only mail not consumed yet (default false)")],
+        responses={200: MailListSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        """The session's mail, oldest first."""
+        session = selectors.session_get(_session_id(session_id))
+        return Response({"mail": selectors.mail_list(session, unread=query_bool(request, "unread"))})
+
+
+class SessionPauseApi(APIView):
+    """``POST /v1/sessions/:id/pause``."""
+
+    @extend_schema(
+        operation_id="pauseSession", request=None, responses={200: SessionViewSerializer, 202: SessionViewSerializer}
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        """Pause: the run stops at its next step and the session is stored ``paused``."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        return _answer(request, services.session_pause(session_id=sid))
+
+
+class SessionCancelApi(APIView):
+    """``POST /v1/sessions/:id/cancel``."""
+
+    @extend_schema(operation_id="cancelRun", request=None, responses={200: SessionMetaSerializer, 409: ErrorSerializer})
+    def post(self, request: Request, session_id: str) -> Response:
+        """Stop the active run and its background calls; answers once the run has stopped."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        services.session_cancel(session_id=sid)
+        session = selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)
+        return Response(selectors.meta_view(session))
+
+
+class SessionCancelAttachedApi(APIView):
+    """``POST /v1/sessions/:id/cancel-attached``."""
+
+    @extend_schema(
+        operation_id="cancelAttached", request=None, responses={200: SessionViewSerializer, 202: SessionViewSerializer}
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        """Cancel every attached tool call, without stopping the run."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        return _answer(request, services.session_cancel_attached(session_id=sid))

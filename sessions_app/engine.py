@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import close_old_connections
 
 from agents_app.llm import complete
+from sessions_app import background
 from sessions_app import document as doc
 from sessions_app.runtime import RuntimeAgent
 from tools_app.base import ToolContext
@@ -37,10 +40,11 @@ class NewContinuation:
 
 @dataclass
 class StepResult:
-    """What one step produced: the new document and the continuations to create."""
+    """What one step produced: the new document, the continuations and background calls to create."""
 
     document: dict[str, Any]
     continuations: list[NewContinuation] = field(default_factory=list)
+    background: list[dict[str, Any]] = field(default_factory=list)
 
 
 class NothingToDo(Exception):
@@ -69,10 +73,24 @@ def run_tool_call(agent: RuntimeAgent, call: dict[str, Any], context: ToolContex
     return ("Failed" if result.is_error else "Completed"), result.response
 
 
+@dataclass
+class RunSignals:
+    """What the run's watcher has seen in the mailbox while a step goes on.
+
+    ``stop``: a cancel or ``stopRun``: attached tool calls are killed. ``interrupt``: an
+    interrupt-priority message: attached calls are detached and the model is asked again.
+    """
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    interrupt: threading.Event = field(default_factory=threading.Event)
+
+
 def step(
     document: dict[str, Any],
     agent: RuntimeAgent,
-    session_id: str,
+    session: Any,
+    *,
+    signals: RunSignals | None = None,
     on_text_delta: Callable[[str], None] | None = None,
     on_tool_event: Callable[..., None] | None = None,
 ) -> StepResult:
@@ -81,21 +99,22 @@ def step(
     Args:
         document: the session document (not modified).
         agent: the session's runtime agent.
-        session_id: the session's id (for the ``AGENT_*`` tool environment).
+        session: the Session row (detached calls are recorded against it).
+        signals: stop and interrupt requests seen while the step runs.
         on_text_delta: called with each streamed piece of the LLM's text, when streaming.
         on_tool_event: called as ``on_tool_event(kind, **payload)`` when a tool call starts
             (``tool.started``) and ends (``tool.completed`` or ``tool.failed``).
     Returns:
-        The new document and the continuations of newly deferred calls.
+        The new document, the continuations of newly deferred calls and the new background calls.
     Raises:
-        NothingToDo: the head is a final answer, a partial turn, or there is no turn.
+        NothingToDo: the head is a final answer, waits on calls, or there is no turn.
         agents_app.llm.LlmError: the provider failed; nothing was changed.
     """
     head = doc.head(document)
     if head is None:
         raise NothingToDo("the session has no turn")
     tag = head.get("tag")
-    if tag == "UserTurn":
+    if tag == "UserTurn" or (tag == "PartialUserTurn" and _only_detached_open(head)):
         answer = complete(
             spec=agent.loaded.spec,
             api_key=agent.api_key,
@@ -107,25 +126,83 @@ def step(
         turn = doc.llm_turn(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
         return StepResult(doc.push_turn(document, turn))
     if tag == "LlmTurn" and doc.tool_calls_of(head["contents"]):
-        return _run_calls(document, head, agent, session_id, on_tool_event or _ignore)
+        return _run_calls(document, head, agent, session, signals or RunSignals(), on_tool_event or _ignore)
     raise NothingToDo(f"nothing to do with a {tag} head")
+
+
+def _only_detached_open(turn: dict[str, Any]) -> bool:
+    open_calls = [tc for tc in turn["contents"]["trackedCalls"] if tc["tcState"] not in doc.FINAL_STATES]
+    return all(tc.get("tcDetached") for tc in open_calls)
 
 
 def _ignore(kind: str, **payload: Any) -> None:
     """The tool-event callback when nobody listens."""
 
 
+class _InlineCall:
+    """A ``runSync`` call running in a thread of the step, so that an interrupt can detach it."""
+
+    def __init__(self, agent: RuntimeAgent, call: dict[str, Any], context: ToolContext) -> None:
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.outcome: tuple[str, Any] | None = None
+        self.detached_id: uuid.UUID | None = None
+        self.watcher: background.Watcher | None = None
+        self.cancel = context.cancel or threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(agent, call, context), daemon=True)
+        self.thread.start()
+
+    def _run(self, agent: RuntimeAgent, call: dict[str, Any], context: ToolContext) -> None:
+        try:
+            outcome = run_tool_call(agent, call, context)
+        except Exception as error:
+            outcome = ("Failed", f"Error: {type(error).__name__}: {error}")
+        if self.cancel.is_set():
+            outcome = ("Failed", background.CANCELLED_TEXT)
+        with self.lock:
+            self.outcome = outcome
+            self.done.set()
+            target = self.detached_id
+        if target is not None:
+            if self.watcher is not None:
+                self.watcher.done.set()
+            background.finish(target, *outcome)
+            close_old_connections()
+
+    def detach(self, session: Any, tracked: dict[str, Any]) -> bool:
+        """Let the call go on alone; ``False`` when it has already finished."""
+        with self.lock:
+            if self.done.is_set():
+                return False
+            row = background.create(session, tracked, attached=False)
+            background.claim(row.pk, "inline")
+            self.detached_id = row.pk
+            self.watcher = background.Watcher(row.pk, self.cancel)
+            self.watcher.start()
+            return True
+
+
 def _run_calls(
     document: dict[str, Any],
     head: dict[str, Any],
     agent: RuntimeAgent,
-    session_id: str,
+    session: Any,
+    signals: RunSignals,
     on_tool_event: Callable[..., None],
 ) -> StepResult:
-    """Run or defer every tool call of the head LLM turn (spec/sessions.md §2.4)."""
+    """Run, start or defer every tool call of the head LLM turn (spec/sessions.md §2.4).
+
+    ``defer`` calls get a continuation; ``runAsync`` calls become background calls (started by the
+    run loop once the step is stored); the others run one after another in this step. An
+    interrupt detaches the call running and those not started yet: they go on in the background
+    and their results come back as mail.
+    """
     tracked: list[dict[str, Any]] = []
     continuations: list[NewContinuation] = []
+    started: list[dict[str, Any]] = []
+    inline: list[dict[str, Any]] = []
     timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
+    session_id = str(session.pk)
     turn_id = document.get("turnId") or ""
     for call in doc.tool_calls_of(head["contents"]):
         name = (call.get("function") or {}).get("name") or ""
@@ -136,15 +213,27 @@ def _run_calls(
             token = str(uuid.uuid4())
             entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
             continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
-            tracked.append(entry)
-            continue
-        if effective.get("tag") != "runSync":
-            # Background and isolated execution are not built yet: run the call inline so the
-            # conversation stays valid, and say so in the log.
-            log.warning(
-                "disposition run inline",
-                extra={"kind": "tools.inline_fallback", "session_id": session_id, "disposition": effective.get("tag")},
-            )
+        elif effective.get("tag") == "runAsync":
+            entry = doc.tracked_call(call, "Running", disposition)
+            entry["tcBackground"] = True
+            started.append(entry)
+        else:
+            if effective.get("tag") != "runSync":
+                # isolated execution is not built: run the call in the step, and say so in the log
+                log.warning(
+                    "disposition run inline",
+                    extra={
+                        "kind": "tools.inline_fallback",
+                        "session_id": session_id,
+                        "disposition": effective.get("tag"),
+                    },
+                )
+            entry = doc.tracked_call(call, "Ready", disposition)
+            inline.append(entry)
+        tracked.append(entry)
+    for entry in inline:
+        call = entry["tcCall"]
+        name = (call.get("function") or {}).get("name") or ""
         context = ToolContext(
             session_id=session_id,
             conversation_id=session_id,
@@ -152,9 +241,21 @@ def _run_calls(
             agent_slug=agent.slug,
             tool_call_id=str(call.get("id") or ""),
             timeout=timeout,
+            cancel=threading.Event(),
         )
         on_tool_event("tool.started", tool_call_id=context.tool_call_id, tool=name)
-        state, response = run_tool_call(agent, call, context)
+        running = _InlineCall(agent, call, context)
+        while not running.done.wait(0.05):
+            if signals.stop.is_set():
+                running.cancel.set()
+            if signals.interrupt.is_set() and running.detach(session, entry):
+                entry["tcState"] = "Running"
+                entry["tcDetached"] = True
+                break
+        if entry["tcState"] == "Running":
+            continue
+        state, response = running.outcome or ("Failed", "Error: the tool call produced no outcome")
+        entry["tcState"], entry["tcResult"] = state, response
         on_tool_event(
             "tool.completed" if state == "Completed" else "tool.failed",
             tool_call_id=context.tool_call_id,
@@ -162,10 +263,9 @@ def _run_calls(
             status=state.lower(),
             result=response,
         )
-        tracked.append(doc.tracked_call(call, state, disposition, result=response))
     partial = doc.partial_turn(agent.system_prompt, agent.system_tools(), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial
-    return StepResult(doc.push_turn(document, turn), continuations)
+    return StepResult(doc.push_turn(document, turn), continuations, started)
 
 
 def apply_result(document: dict[str, Any], token: str, response: Any) -> dict[str, Any] | None:

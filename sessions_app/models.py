@@ -140,3 +140,60 @@ class EventRetention(models.Model):
 
     def __str__(self) -> str:
         return f"events pruned through {self.pruned_through}"
+
+
+class MailEnvelope(models.Model):
+    """One piece of mail to a session (spec/sessions.md §4.2, spec/server-api.md §12).
+
+    ``seq`` is a total order per session; ``mail_id`` makes posting idempotent. Mail with
+    ``seq`` at or below the document's ``mailCursor`` has been consumed by a stored step.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="mail")
+    seq = models.IntegerField()
+    mail_id = models.UUIDField(unique=True)
+    sender = TextJSONField()
+    priority = models.CharField(max_length=16, default="normal")
+    hops = models.IntegerField(default=0)
+    body = TextJSONField()
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="mail_seq_per_session")]
+
+    def __str__(self) -> str:
+        return f"mail {self.seq} of {self.session_id}"
+
+
+class BackgroundCall(models.Model):
+    """A tool call running outside the step: a ``runAsync`` call (its own Celery task) or a call
+    detached by an interrupt (a thread of the worker that started it).
+
+    ``attached`` calls are waited for by the run; a detached call's result is posted to the
+    session as ``toolCallFinished`` mail. ``heartbeat_at`` is renewed while the call runs: a
+    running call whose heartbeat is older than the lease is orphaned (its process died).
+    """
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="background_calls")
+    tool_call_id = models.CharField(max_length=64)
+    provider_call_id = models.CharField(max_length=200, blank=True, default="")
+    tool = models.CharField(max_length=200)
+    call = TextJSONField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    result = TextJSONField(null=True, blank=True)
+    attached = models.BooleanField(default=True)
+    cancel_requested = models.BooleanField(default=False)
+    executor = models.CharField(max_length=200, blank=True, default="")
+    heartbeat_at = models.DateTimeField()
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.tool_call_id} ({self.state})"

@@ -8,10 +8,12 @@ heartbeat thread renews the lease; every store is fenced by the version and by t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -21,9 +23,9 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 
 from agents_app.llm import LlmError
+from sessions_app import background, events, hub, mailbox, services
 from sessions_app import document as doc
-from sessions_app import events, services
-from sessions_app.engine import NothingToDo, step
+from sessions_app.engine import NothingToDo, RunSignals, step
 from sessions_app.models import Session
 from sessions_app.runtime import runtime_agent
 
@@ -58,7 +60,8 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> bool:
 
 
 class _Heartbeat(threading.Thread):
-    """Renews the lease every ``AGENTS_LEASE_RENEW_SECONDS`` until stopped or lost."""
+    """Renews the lease every ``AGENTS_LEASE_RENEW_SECONDS`` until stopped or lost, and watches
+    the mailbox every quarter second for stop and interrupt requests (``signals``)."""
 
     def __init__(self, session_id: uuid.UUID, run_id: uuid.UUID) -> None:
         super().__init__(name=f"lease-{session_id}", daemon=True)
@@ -66,27 +69,52 @@ class _Heartbeat(threading.Thread):
         self.run_id = run_id
         self.stopped = threading.Event()
         self.lost = threading.Event()
+        self.signals = RunSignals()
 
     def run(self) -> None:
         try:
-            while not self.stopped.wait(settings.AGENTS["LEASE_RENEW_SECONDS"]):
+            renew_every = settings.AGENTS["LEASE_RENEW_SECONDS"]
+            last_renewal = time.monotonic()
+            while not self.stopped.wait(MAILBOX_CHECK_SECONDS):
+                self._watch_mailbox()
+                if time.monotonic() - last_renewal < renew_every:
+                    continue
+                last_renewal = time.monotonic()
                 now = services.db_now()
                 renewed = Session.objects.filter(pk=self.session_id, run_id=self.run_id, run_owner=WORKER_NAME).update(
                     run_lease_until=services.lease_deadline(now)
                 )
                 if renewed != 1:
                     self.lost.set()
+                    self.signals.stop.set()
                     return
         finally:
             connection.close()
+
+    def _watch_mailbox(self) -> None:
+        session = Session.objects.filter(pk=self.session_id).first()
+        if session is None:
+            self.signals.stop.set()
+            return
+        for envelope in mailbox.unread(session, session.document):
+            if mailbox.is_control(envelope):
+                if envelope.body["message"]["tag"] == "stopRun":
+                    self.signals.stop.set()
+            elif envelope.priority == "interrupt":
+                self.signals.interrupt.set()
+
+
+#: Seconds between two looks at the mailbox while a run goes on.
+MAILBOX_CHECK_SECONDS = 0.25
 
 
 def run_session(session_id: str, run_id: str) -> None:
     """Execute run ``run_id`` of session ``session_id`` if this worker can claim it.
 
     Steps until the LLM answers (``idle``), only deferred calls remain (``waiting_external``),
-    or after one step in ``step`` mode; a provider error or any exception stores ``failed`` with
-    a ``status_detail`` and keeps every stored turn.
+    or after one step in ``step`` mode; stops on Pause (``paused``) and StopRun or cancel; a
+    provider error or any exception stores ``failed`` with a ``status_detail`` and keeps every
+    stored turn.
     """
     sid, rid = uuid.UUID(session_id), uuid.UUID(run_id)
     close_old_connections()
@@ -108,6 +136,7 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
     session = Session.objects.get(pk=session_id)
     mode = session.run_mode or "until_blocked"
     log.info("run started", extra={"kind": "run.started", "session_id": str(session_id), "mode": mode})
+    signals = heartbeat.signals
     steps = 0
     try:
         agent = runtime_agent(session.agent_slug)
@@ -116,42 +145,194 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
                 raise LeaseLost()
             session = Session.objects.get(pk=session_id)
             document, applied = services.apply_completed_continuations(session, session.document)
-            if applied:
+            document, stop, controls = _take_controls(session, document)
+            if applied or controls:
                 with transaction.atomic():
                     session = _fenced_store(session, document)
                     services.mark_applied(applied)
+            if stop is not None:
+                _finish(session_id, mode, stop, None, agent=agent)
+                return
+            if _has_attached_background(document):
+                document = _wait_background(session, document, agent, signals)
+                session = _fenced_store_atomic(session, document)
+                continue
+            unread = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)]
+            if unread and mailbox.can_fold(document):
+                document = mailbox.fold(
+                    document,
+                    unread,
+                    system_prompt=agent.system_prompt,
+                    system_tools=agent.system_tools(),
+                    in_tool_result=agent.loaded.spec.mailInToolResult,
+                )
+                signals.interrupt.clear()
+                session = _fenced_store_atomic(session, document)
             done = steps >= 1 and mode == "step"
             if not done:
                 try:
                     result = step(
                         document,
                         agent,
-                        str(session_id),
+                        session,
+                        signals=signals,
                         on_text_delta=_text_delta_emitter(session) if settings.AGENTS["STREAM_TOKENS"] else None,
                         on_tool_event=_tool_event_emitter(session),
                     )
                 except NothingToDo:
                     done = True
                 else:
-                    with transaction.atomic():
-                        session = _fenced_store(session, result.document)
-                        services.create_continuations(session, result.continuations)
-                        if result.continuations:
-                            tokens = {c.token for c in result.continuations}
-                            calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
-                            events.emit("calls.deferred", session.pk, session.owner, calls=calls)
+                    _store_step(session, result)
                     steps += 1
-            if done and _finish(session_id, mode, None, None):
+                    continue
+            if done and _finish(session_id, mode, None, None, agent=agent):
                 return
     except LeaseLost:
         raise
     except LlmError as error:
-        _finish(session_id, mode, Session.Status.FAILED, error.detail)
+        _finish(session_id, mode, Session.Status.FAILED, error.detail, agent=None)
     except services.VersionConflict:
-        _finish(session_id, mode, Session.Status.FAILED, "concurrent modification")
+        _finish(session_id, mode, Session.Status.FAILED, "concurrent modification", agent=None)
     except Exception as error:
         log.exception("run failed", extra={"kind": "run.failed", "session_id": str(session_id)})
-        _finish(session_id, mode, Session.Status.FAILED, f"{type(error).__name__}: {error}")
+        _finish(session_id, mode, Session.Status.FAILED, f"{type(error).__name__}: {error}", agent=None)
+
+
+def _store_step(session: Session, result: Any) -> None:
+    """Store a step with its continuations and background calls; start those after commit."""
+    with transaction.atomic():
+        session = _fenced_store(session, result.document)
+        services.create_continuations(session, result.continuations)
+        rows = [background.create(session, entry, attached=True) for entry in result.background]
+        if result.continuations:
+            tokens = {c.token for c in result.continuations}
+            calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
+            events.emit("calls.deferred", session.pk, session.owner, calls=calls)
+        for row in rows:
+            transaction.on_commit(lambda row_id=str(row.pk): _start_background(row_id))
+
+
+def _start_background(call_id: str) -> None:
+    from sessions_app.tasks import run_background_call_task
+
+    run_background_call_task.delay(call_id)
+
+
+def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], str | None, bool]:
+    """Consume unread control mail in order: ``(document, stop, consumed_any)``.
+
+    ``stop`` is ``paused`` (Pause), ``stopped`` (StopRun), or ``None`` (nothing, or a Resume that
+    came after the Pause).
+    """
+    stop: str | None = None
+    consumed = False
+    for envelope in mailbox.unread(session, document):
+        if not mailbox.is_control(envelope):
+            continue
+        message = envelope.body["message"]
+        tag = message["tag"]
+        if tag == "pause":
+            stop = Session.Status.PAUSED
+        elif tag == "resume" and stop == Session.Status.PAUSED:
+            stop = None
+        elif tag == "stopRun":
+            stop = "stopped"
+        elif tag in ("cancelCalls", "cancelAllAttached"):
+            background.cancel_calls(session, message.get("toolCallIds"))
+        document = dict(document)
+        document["controlCursor"] = envelope.seq
+        document.setdefault("mailCursor", 0)
+        consumed = True
+    return document, stop, consumed
+
+
+def _has_attached_background(document: dict[str, Any]) -> bool:
+    head = doc.head(document)
+    if head is None or head["tag"] != "PartialUserTurn":
+        return False
+    return any(tc["tcState"] == "Running" and not tc.get("tcDetached") for tc in head["contents"]["trackedCalls"])
+
+
+def _wait_background(session: Session, document: dict[str, Any], agent: Any, signals: RunSignals) -> dict[str, Any]:
+    """Wait for the head's attached background calls as ``asyncYieldStrategy`` says.
+
+    ``yieldWhenAllDone`` (default) waits for all; ``yieldOnAnyProgress`` for one, then detaches
+    the rest; ``{"tag": "yieldOnTimeout", "milliseconds": N}`` detaches what is left after N ms.
+    An interrupt detaches them all; a stop or a Pause returns at once (the loop handles it).
+    """
+    strategy = agent.loaded.spec.asyncYieldStrategy
+    timeout_ms = strategy.get("milliseconds") if isinstance(strategy, dict) else None
+    started = time.monotonic()
+    head = doc.head(document)
+    waiting = [
+        tc["tcId"] for tc in head["contents"]["trackedCalls"] if tc["tcState"] == "Running" and not tc.get("tcDetached")
+    ]
+    seen = hub.generation()
+    while True:
+        background.orphan_stale(session)
+        rows = background.results_for(session, waiting)
+        finished = {tc_id: row for tc_id, row in rows.items() if row.state != "running"}
+        document = _apply_background(document, finished)
+        still = [tc_id for tc_id in waiting if tc_id not in finished]
+        if not still:
+            return document
+        give_up = (
+            signals.interrupt.is_set()
+            or (strategy == "yieldOnAnyProgress" and finished)
+            or (timeout_ms is not None and (time.monotonic() - started) * 1000 >= timeout_ms)
+        )
+        if give_up:
+            late = background.detach(session, still)
+            document = _apply_background(document, late)
+            return _mark_detached(document, [tc_id for tc_id in still if tc_id not in late])
+        if signals.stop.is_set() or _pause_pending(session, document):
+            return document
+        seen = hub.wait_sync(seen, 0.25)
+
+
+def _pause_pending(session: Session, document: dict[str, Any]) -> bool:
+    return any(mailbox.is_control(e) for e in mailbox.unread(session, document))
+
+
+def _apply_background(document: dict[str, Any], rows: dict[str, Any]) -> dict[str, Any]:
+    """Write finished background calls into the head partial turn (closing it when all are final)."""
+    if not rows:
+        return document
+    head = json.loads(json.dumps(doc.head(document)))
+    for tc in head["contents"]["trackedCalls"]:
+        row = rows.get(tc["tcId"])
+        if row is not None and tc["tcState"] == "Running":
+            tc["tcState"] = "Completed" if row.state == "completed" else "Failed"
+            tc["tcResult"] = row.result
+    turn = doc.close_partial(head) if doc.all_final(head) else head
+    return doc.replace_head(document, turn)
+
+
+def _mark_detached(document: dict[str, Any], tc_ids: list[str]) -> dict[str, Any]:
+    head = json.loads(json.dumps(doc.head(document)))
+    for tc in head["contents"]["trackedCalls"]:
+        if tc["tcId"] in tc_ids:
+            tc["tcDetached"] = True
+    return doc.replace_head(document, head)
+
+
+def _cancel_attached(session: Session, document: dict[str, Any]) -> dict[str, Any]:
+    """A stopped run's attached calls are cancelled, and reported as such to the LLM next time."""
+    head = doc.head(document)
+    if head is None or head["tag"] != "PartialUserTurn":
+        return document
+    head = json.loads(json.dumps(head))
+    ids = []
+    for tc in head["contents"]["trackedCalls"]:
+        if tc["tcState"] == "Running" and not tc.get("tcDetached"):
+            tc["tcState"], tc["tcResult"] = "Failed", background.CANCELLED_TEXT
+            ids.append(tc["tcId"])
+    if not ids:
+        return document
+    background.cancel_calls(session, ids)
+    background.detach(session, ids)
+    turn = doc.close_partial(head) if doc.all_final(head) else head
+    return doc.replace_head(document, turn)
 
 
 def _text_delta_emitter(session: Session) -> Callable[[str], None]:
@@ -178,12 +359,18 @@ def _fenced_store(session: Session, document: dict[str, Any]) -> Session:
         raise
 
 
-def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | None) -> bool:
+def _fenced_store_atomic(session: Session, document: dict[str, Any]) -> Session:
+    with transaction.atomic():
+        return _fenced_store(session, document)
+
+
+def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | None, *, agent: Any) -> bool:
     """Release the lease and store the final status (derived from the turns unless given).
 
-    Under the row lock, results posted since the last step are applied first, so none is left
-    behind by a run that was about to stop. If they let an ``until_blocked`` run go on, the
-    lease is kept and ``False`` is returned: the loop continues.
+    Under the row lock, results and mail posted since the last step are looked at first, so
+    none is left behind by a run that was about to stop: if they let an ``until_blocked`` run go
+    on, the lease is kept and ``False`` is returned (the loop continues). A run stopped by
+    StopRun or cancel has its attached calls cancelled; Pause stores ``paused``.
     """
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
@@ -191,10 +378,18 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             raise LeaseLost()
         document, applied = services.apply_completed_continuations(session, session.document)
         services.mark_applied(applied)
-        if applied and status is None and mode == "until_blocked" and doc.status_of(document) == "ready":
-            services.store(session, document, fence_run=WORKER_NAME)
-            return False
-        final = status or doc.status_of(document)
+        if status is None:
+            document, late_stop, _ = _take_controls(session, document)
+            status = late_stop
+        if status is None and mode == "until_blocked":
+            pending_mail = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)]
+            progress = (applied and doc.status_of(document) == "ready") or (pending_mail and mailbox.can_fold(document))
+            if progress:
+                services.store(session, document, fence_run=WORKER_NAME)
+                return False
+        if status == "stopped" or (status == Session.Status.PAUSED and agent and agent.loaded.spec.pauseCancelsCalls):
+            document = _cancel_attached(session, document)
+        final = status if status in (Session.Status.FAILED, Session.Status.PAUSED) else doc.status_of(document)
         if status == Session.Status.FAILED:
             events.emit("session.failed", session.pk, session.owner, message=detail)
         session = services.store(
@@ -202,7 +397,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             document,
             fence_run=WORKER_NAME,
             status=final,
-            status_detail=detail,
+            status_detail=detail if final == Session.Status.FAILED else None,
             run_id=None,
             run_mode=None,
             run_owner=None,

@@ -107,3 +107,15 @@ def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
             return session
         # woken by committed events; the cap only bounds the delay of a lost announcement
         seen = hub.wait_sync(seen, min(remaining, WAIT_RECHECK_SECONDS))
+
+
+def mail_list(session: Session, *, unread: bool) -> list[dict[str, Any]]:
+    """The session's envelopes, oldest first; with ``unread`` only those not consumed yet."""
+    from sessions_app import mailbox
+    from sessions_app.models import MailEnvelope
+
+    if unread:
+        envelopes = mailbox.unread(session, session.document)
+    else:
+        envelopes = list(MailEnvelope.objects.filter(session=session).order_by("seq"))
+    return [mailbox.envelope_view(e) for e in envelopes]

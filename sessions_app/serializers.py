@@ -191,3 +191,31 @@ class PendingSerializer(serializers.Serializer):
     """``GET /v1/sessions/:id/pending``."""
 
     calls = DeferredCallSerializer(many=True)
+
+
+class MailSerializer(serializers.Serializer):
+    """Body of ``POST /v1/sessions/:id/mail``: a MailBody, its priority, and an optional id.
+
+    ``body`` is tagged JSON: ``userMessage`` (``query``: text or ``{"text", "media"}``),
+    ``agentMessage`` (``text``, ``inReplyTo``, ``expectsReply``) or ``control`` (``message``:
+    ``pause``, ``resume``, ``stopRun``, ``cancelAllAttached``, or ``cancelCalls`` with
+    ``toolCallIds``). Posting the same ``id`` twice stores the mail once.
+    """
+
+    body = serializers.JSONField()
+    priority = serializers.ChoiceField(choices=["normal", "interrupt"], default="normal")
+    id = serializers.UUIDField(required=False)
+
+
+class ReceiptSerializer(serializers.Serializer):
+    """The receipt of accepted mail."""
+
+    id = serializers.UUIDField()
+    seq = serializers.IntegerField()
+    duplicate = serializers.BooleanField()
+
+
+class MailListSerializer(serializers.Serializer):
+    """``GET /v1/sessions/:id/mail``: envelopes, oldest first."""
+
+    mail = serializers.ListField(child=serializers.JSONField())

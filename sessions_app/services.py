@@ -17,10 +17,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_session, unknown_token
+from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
-from sessions_app import events
 from sessions_app.engine import NewContinuation, apply_result
-from sessions_app.models import Continuation, Session, dump_document
+from sessions_app.models import Continuation, MailEnvelope, Session, dump_document
 from sessions_app.runtime import runtime_agent
 from sessions_app.selectors import meta_view
 from sessions_app.serializers import is_base64
@@ -155,16 +155,25 @@ def session_create(
     return session
 
 
-def message_post(*, session_id: uuid.UUID, prompt: str | None, media: list[dict[str, Any]] | None, run: str) -> Session:
-    """Add a user message and run (``POST /v1/sessions/:id/messages``, §1.2 #12).
+def message_post(
+    *,
+    session_id: uuid.UUID,
+    prompt: str | None,
+    media: list[dict[str, Any]] | None,
+    run: str,
+    interrupt: bool = False,
+    owner: str | None = None,
+) -> Session:
+    """Add a user message (``POST /v1/sessions/:id/messages``, §1.2 #12; DECISIONS 7).
 
-    The message becomes a new user turn when the head is a final answer, a user turn, or there
-    is no turn. A session whose head still waits on tool calls cannot take a new user turn
-    without breaking the transcript (every tool call must be answered first).
+    When the session can take a new user turn now (no run, and its head is a final answer, a
+    user turn, or nothing), the message becomes that turn and a run starts (unless ``run`` is
+    ``none``). Otherwise it is never refused: it is queued as mail, folded in at the next step
+    boundary of the active run, or when the session can be asked again. ``interrupt`` posts it
+    with interrupt priority, which detaches the calls a run is waiting on.
 
     Raises:
-        ApiError: 404 ``unknown_session``; 409 ``not_accepting_messages`` while a run is active
-            or tool calls are unanswered; 400 ``bad_request`` for an empty message.
+        ApiError: 404 ``unknown_session``; 400 ``bad_request`` for an empty message.
     """
     query = doc.make_query(prompt, media)
     if query is None:
@@ -174,17 +183,21 @@ def message_post(*, session_id: uuid.UUID, prompt: str | None, media: list[dict[
         agent = runtime_agent(session.agent_slug)
         document = session.document
         head = doc.head(document)
-        accepts = (
+        takes_turn = (
             head is None
             or head["tag"] == "UserTurn"
             or (head["tag"] == "LlmTurn" and not doc.tool_calls_of(head["contents"]))
         )
-        if run_is_active(session) or not accepts:
-            raise ApiError(
-                409,
-                "not_accepting_messages",
-                f"session {session.pk} is {session.status} and has unanswered tool calls or a run in progress",
-            )
+        queue = run_is_active(session) or session.status == Session.Status.PAUSED or not takes_turn
+        if queue or mailbox.unread(session, document):
+            # mail keeps every message in order, behind anything already queued
+            body = {"tag": "userMessage", "query": query}
+            priority = "interrupt" if interrupt and run_is_active(session) else "normal"
+            envelope, _ = _append_mail(session, body, priority=priority, sender={"tag": "user", "owner": owner})
+            if not run_is_active(session):
+                session = _after_mail(session, envelope)
+            transaction.on_commit(hub.announce)
+            return session
         document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
         if run == "none":
             return store(session, document, status=Session.Status.READY, status_detail=None)
@@ -193,8 +206,11 @@ def message_post(*, session_id: uuid.UUID, prompt: str | None, media: list[dict[
     return session
 
 
-def session_resume(*, session_id: uuid.UUID, mode: str) -> Session:
+def session_resume(*, session_id: uuid.UUID, mode: str, owner: str | None = None) -> Session:
     """Start a run on a stored session (``POST /v1/sessions/:id/resume``, §1.2 #13).
+
+    A paused session resumes, even while the run that is pausing has not stopped yet (a Resume
+    control then cancels the Pause it follows).
 
     Raises:
         ApiError: 404 ``unknown_session``; 409 ``run_in_progress``.
@@ -202,7 +218,15 @@ def session_resume(*, session_id: uuid.UUID, mode: str) -> Session:
     with transaction.atomic():
         session = _lock(session_id)
         if run_is_active(session):
-            raise run_in_progress(session.pk)
+            pausing = any(
+                mailbox.is_control(e) and e.body["message"]["tag"] == "pause"
+                for e in mailbox.unread(session, session.document)
+            )
+            if not pausing:
+                raise run_in_progress(session.pk)
+            _append_mail(session, mailbox.RESUME, priority="normal", sender={"tag": "user", "owner": owner})
+            transaction.on_commit(hub.announce)
+            return session
         runtime_agent(session.agent_slug)
         session = store(session, session.document, **_run_fields(mode))
         _enqueue_run(session.pk, session.run_id)
@@ -395,3 +419,140 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 _enqueue_run(session_id, run_id)
             resent.append(str(session_id))
     return recovered, resent
+
+
+# --- mail and control (spec/sessions.md §4, spec/server-api.md §12) -----------------------------
+
+
+def _append_mail(
+    session: Session,
+    body: dict[str, Any],
+    *,
+    priority: str,
+    sender: dict[str, Any],
+    mail_id: uuid.UUID | None = None,
+    hops: int = 0,
+) -> tuple[MailEnvelope, bool]:
+    """Store one envelope on a locked session; ``(envelope, duplicate)``."""
+    if mail_id is not None:
+        existing = MailEnvelope.objects.filter(mail_id=mail_id).first()
+        if existing is not None:
+            return existing, True
+    last = MailEnvelope.objects.filter(session=session).order_by("-seq").values_list("seq", flat=True).first() or 0
+    envelope = MailEnvelope.objects.create(
+        session=session,
+        seq=last + 1,
+        mail_id=mail_id or mailbox.new_mail_id(),
+        sender=sender,
+        priority=priority,
+        hops=hops,
+        body=body,
+        sent_at=db_now(),
+    )
+    return envelope, False
+
+
+def _wake_on(session: Session) -> list[str]:
+    spec = runtime_agent(session.agent_slug).loaded.spec
+    return spec.wakeOn if spec.wakeOn is not None else mailbox.DEFAULT_WAKE_ON
+
+
+def _after_mail(session: Session, envelope: MailEnvelope) -> Session:
+    """What mail does to a session with no run: controls take effect, messages may wake it."""
+    document = session.document
+    if mailbox.is_control(envelope):
+        message = envelope.body["message"]["tag"]
+        document["controlCursor"] = envelope.seq
+        document.setdefault("mailCursor", 0)
+        status = session.status
+        if message == "pause":
+            status = Session.Status.PAUSED
+        elif message == "resume" and session.status == Session.Status.PAUSED:
+            status = doc.status_of(document)
+        if message in ("cancelCalls", "cancelAllAttached"):
+            ids = envelope.body["message"].get("toolCallIds")
+            background.cancel_calls(session, ids)
+        session = store(session, document, status=status)
+        if message == "resume" and status != Session.Status.PAUSED and _runnable(session):
+            session = _request_run(session, "until_blocked")
+        return session
+    kind = mailbox.sender_kind(envelope.sender, session)
+    if kind not in _wake_on(session):
+        return session
+    spec = runtime_agent(session.agent_slug).loaded.spec
+    wakes = session.status in (Session.Status.IDLE, Session.Status.READY, Session.Status.FAILED) or (
+        session.status == Session.Status.PAUSED and spec.resumeOnAnyMail
+    )
+    if wakes and mailbox.can_fold(document):
+        session = _request_run(session, "until_blocked")
+    return session
+
+
+def _runnable(session: Session) -> bool:
+    document = session.document
+    if session.status == Session.Status.READY and doc.head(document) is not None:
+        return True
+    return mailbox.can_fold(document) and any(not mailbox.is_control(e) for e in mailbox.unread(session, document))
+
+
+def _request_run(session: Session, mode: str) -> Session:
+    session = store(session, session.document, **_run_fields(mode))
+    _enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def mail_send(
+    *,
+    session_id: uuid.UUID,
+    body: dict[str, Any],
+    priority: str = "normal",
+    sender: dict[str, Any],
+    mail_id: uuid.UUID | None = None,
+    hops: int = 0,
+) -> dict[str, Any]:
+    """Accept mail for a session (``POST /v1/sessions/:id/mail``); never refused for its status.
+
+    With a run going, the run takes the mail at its next step (controls at once). Without one,
+    a control takes effect now, and a message wakes the session when its sender's kind is in the
+    agent's ``wakeOn`` (a paused session only with ``resumeOnAnyMail``).
+
+    Returns:
+        The Receipt ``{"id", "seq", "duplicate"}``.
+    Raises:
+        ApiError: 404 ``unknown_session``.
+    """
+    with transaction.atomic():
+        session = _lock(session_id)
+        envelope, duplicate = _append_mail(session, body, priority=priority, sender=sender, mail_id=mail_id, hops=hops)
+        if not duplicate and not run_is_active(session):
+            _after_mail(session, envelope)
+        transaction.on_commit(hub.announce)
+    return {"id": str(envelope.mail_id), "seq": envelope.seq, "duplicate": duplicate}
+
+
+def session_pause(*, session_id: uuid.UUID, owner: str | None = None) -> Session:
+    """``POST /v1/sessions/:id/pause``: post Pause control mail; return the session."""
+    mail_send(session_id=session_id, body=mailbox.PAUSE, sender={"tag": "user", "owner": owner})
+    return Session.objects.get(pk=session_id)
+
+
+def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Session:
+    """``POST /v1/sessions/:id/cancel``: stop the active run and its background calls.
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``no_active_run``.
+    """
+    with transaction.atomic():
+        session = _lock(session_id)
+        if not run_is_active(session):
+            raise ApiError(409, "no_active_run", f"session {session_id} has no active run")
+        _append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
+        background.cancel_calls(session, None)
+        transaction.on_commit(hub.announce)
+    return session
+
+
+def session_cancel_attached(*, session_id: uuid.UUID, owner: str | None = None) -> Session:
+    """``POST /v1/sessions/:id/cancel-attached``: hard-cancel the attached calls, keep the run."""
+    mail_send(session_id=session_id, body=mailbox.CANCEL_ALL_ATTACHED, sender={"tag": "user", "owner": owner})
+    return Session.objects.get(pk=session_id)

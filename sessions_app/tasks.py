@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import logging
+import threading
+import uuid
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 
-from sessions_app import events, runner, services
+from sessions_app import background, events, runner, services
+from sessions_app.engine import run_tool_call
+from sessions_app.models import BackgroundCall
+from sessions_app.runtime import runtime_agent
+from tools_app.base import ToolContext
 
 log = logging.getLogger("sessions.tasks")
 
@@ -33,3 +40,28 @@ def sweep_runs_task() -> None:
         log.warning("sessions taken over", extra={"kind": "sessions.taken_over", "session_ids": recovered})
     if resent:
         log.info("runs resent", extra={"kind": "sessions.runs_resent", "session_ids": resent})
+
+
+@shared_task(name="sessions.run_background_call", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_background_call_task(call_id: str) -> None:
+    """Run a ``runAsync`` tool call; a duplicate delivery finds it claimed and exits."""
+    if not background.claim(uuid.UUID(call_id), runner.WORKER_NAME):
+        return
+    row = BackgroundCall.objects.select_related("session").get(pk=call_id)
+    session = row.session
+    agent = runtime_agent(session.agent_slug)
+    timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
+
+    def work(cancel: threading.Event) -> tuple[str, Any]:
+        context = ToolContext(
+            session_id=str(session.pk),
+            conversation_id=str(session.pk),
+            turn_id=session.document.get("turnId") or "",
+            agent_slug=agent.slug,
+            tool_call_id=row.provider_call_id,
+            timeout=timeout,
+            cancel=cancel,
+        )
+        return run_tool_call(agent, row.call, context)
+
+    background.execute(row.pk, work)

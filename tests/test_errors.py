@@ -120,10 +120,7 @@ def test_unknown_things(server: Server) -> None:
 
 def test_conflicts(server: Server) -> None:
     view = _create(server)
-    sid = view["session_id"]
     token = view["pending"][0]["continuation_token"]
-    # a message cannot be added while a tool call is unanswered
-    _expect(server, "POST", f"/v1/sessions/{sid}/messages", 409, "not_accepting_messages", json.dumps({"prompt": "x"}))
     first = server.client.post(f"/v1/continuations/{token}?wait=true", content=json.dumps({"result": "42"}))
     assert first.status_code == 200 and first.json()["status"] == "idle"
     _expect(server, "POST", f"/v1/continuations/{token}", 409, "token_already_completed", json.dumps({"result": "43"}))
@@ -135,9 +132,9 @@ def test_conflicts(server: Server) -> None:
     waited = server.client.get(f"/v1/sessions/{slow_id}?wait=true&timeout=0.3")
     assert waited.status_code == 202 and waited.json()["status"] == "running"
     _expect(server, "POST", f"/v1/sessions/{slow_id}/resume", 409, "run_in_progress")
-    _expect(
-        server, "POST", f"/v1/sessions/{slow_id}/messages", 409, "not_accepting_messages", json.dumps({"prompt": "x"})
-    )
+    _expect(server, "POST", f"/v1/sessions/{slow_id}/cancel-attached/more", 404, "not_found")
+    no_run = server.client.post(f"/v1/sessions/{view['session_id']}/cancel")
+    assert no_run.status_code == 409 and no_run.json()["error"] == "no_active_run"
     finished = server.client.get(f"/v1/sessions/{slow_id}?wait=true&timeout=30")
     assert finished.status_code == 200 and finished.json()["status"] == "idle"
 

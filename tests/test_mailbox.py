@@ -1,0 +1,219 @@
+"""Mail, messages while busy, interrupts, pause, resume and cancel (issue: mailbox, acceptance 1-4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from agentsite.mockllm import MockLlmServer
+from tests.harness import Server, wait_until, write_agent, write_tool
+
+SCRIPT = {
+    "rules": [
+        {
+            "when": {"last_contains": "start", "last_role": "user"},
+            "reply": {"tool_calls": [{"name": "bash_slow", "arguments": {}}]},
+        },
+        {
+            "when": {"last_contains": "background", "last_role": "user"},
+            "reply": {"tool_calls": [{"name": "bash_sleeper", "arguments": {}}]},
+        },
+        {"when": {"last_contains": "interrupting"}, "reply": {"content": "ok, you interrupted me"}},
+        {"reply": {"content": "answered: {last_content}"}},
+    ]
+}
+
+
+def _post(server: Server, path: str, body: dict | None = None):
+    return server.client.post(path, content=json.dumps(body) if body is not None else b"")
+
+
+def _setup(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server], **extra
+) -> tuple[Server, MockLlmServer]:
+    llm = llm_server(SCRIPT)
+    tools = tmp_path / "tools"
+    write_tool(tools, "slow", {"slug": "slow", "description": "slow", "args": []}, "sleep 1.5; echo slow result")
+    write_tool(
+        tools,
+        "sleeper",
+        {"slug": "sleeper", "description": "sleeps", "args": []},
+        f"echo $$ > {tmp_path}/sleeper.pid; sleep 60; echo woke",
+    )
+    agent = write_agent(
+        tmp_path,
+        "busy",
+        llm.url,
+        toolDirectory="tools",
+        executionMode="asynchronous",
+        toolCallPolicyConfig={
+            "default": {"tag": "runSync"},
+            "rules": [{"tool": "bash_sleeper", "disposition": {"tag": "runAsync"}}],
+        },
+        **extra,
+    )
+    return start_server([agent]), llm
+
+
+def _transcript_is_valid(messages: list[dict]) -> bool:
+    """Every assistant tool call is answered by exactly one tool message before any user message."""
+    expected: list[str] = []
+    for message in messages:
+        if message["role"] == "assistant":
+            if expected:
+                return False
+            expected = [c["id"] for c in message.get("tool_calls", [])]
+        elif message["role"] == "tool":
+            if message["tool_call_id"] not in expected:
+                return False
+            expected.remove(message["tool_call_id"])
+        elif message["role"] == "user" and expected:
+            return False
+    return not expected
+
+
+def _text(message: dict) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content)
+
+
+def test_messages_posted_during_a_run_reach_the_model_once_in_order(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    created = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()
+    sid = created["session_id"]
+    wait_until(lambda: len(llm.requests) == 1)
+    for text in ("first note", "second note", "third note"):
+        answer = _post(server, f"/v1/sessions/{sid}/messages", {"prompt": text})
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["status"] == "running"
+    final = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
+    assert final["status"] == "idle"
+    every_text = [_text(m) for r in llm.requests for m in r["messages"] if m["role"] == "user"]
+    last = llm.requests[-1]["messages"]
+    assert _transcript_is_valid(last)
+    folded = _text(last[-1])
+    assert folded.index("first note") < folded.index("second note") < folded.index("third note")
+    for text in ("first note", "second note", "third note"):
+        # exactly once in the conversation the model was shown last
+        assert sum(_text(m).count(text) for m in last if m["role"] == "user") == 1
+    assert len(llm.requests) == 2, every_text
+    # the tool result came before the folded mail, in the same turn
+    assert last[-2]["role"] == "tool" and last[-2]["content"] == "slow result\n"
+    mail = server.client.get(f"/v1/sessions/{sid}/mail").json()["mail"]
+    assert [m["seq"] for m in mail] == [1, 2, 3]
+    assert server.client.get(f"/v1/sessions/{sid}/mail?unread=true").json()["mail"] == []
+
+
+def test_mail_is_idempotent_and_checked(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "hello", "run": "none"}).json()["session_id"]
+    pause = _post(server, f"/v1/sessions/{sid}/mail", {"body": {"tag": "control", "message": {"tag": "pause"}}})
+    assert pause.status_code == 202 and pause.json()["duplicate"] is False
+    assert server.client.get(f"/v1/sessions/{sid}").json()["status"] == "paused"
+    mail_id = str(uuid.uuid4())
+    body = {"id": mail_id, "body": {"tag": "userMessage", "query": "are you there?"}}
+    first = _post(server, f"/v1/sessions/{sid}/mail", body)
+    again = _post(server, f"/v1/sessions/{sid}/mail", body)
+    assert first.status_code == 202 and again.status_code == 202
+    assert first.json() == {"id": mail_id, "seq": 2, "duplicate": False}
+    assert again.json() == {"id": mail_id, "seq": 2, "duplicate": True}
+    # paused and without resumeOnAnyMail: the message waits
+    assert server.client.get(f"/v1/sessions/{sid}").json()["status"] == "paused"
+    unread = server.client.get(f"/v1/sessions/{sid}/mail?unread=true").json()["mail"]
+    assert [(m["seq"], m["body"]["tag"], m["from"]) for m in unread] == [
+        (2, "userMessage", {"tag": "user", "owner": None})
+    ]
+    for bad in (
+        {"body": {"tag": "shout"}},
+        {"body": {"tag": "control", "message": {"tag": "explode"}}},
+        {"body": {"tag": "userMessage"}},
+        {"body": {"tag": "toolCallFinished"}},
+        {"body": {"tag": "agentMessage", "text": "x"}, "priority": "urgent"},
+    ):
+        answer = _post(server, f"/v1/sessions/{sid}/mail", bad)
+        assert answer.status_code == 400 and answer.json()["error"] == "bad_request", bad
+    assert _post(server, f"/v1/sessions/{uuid.uuid4()}/mail", body).status_code == 404
+    resumed = _post(server, f"/v1/sessions/{sid}/resume?wait=true")
+    assert resumed.json()["status"] == "idle"
+    user_texts = [_text(m) for m in llm.requests[-1]["messages"] if m["role"] == "user"]
+    # the head user turn had not been answered yet: the mail joined it
+    assert user_texts == [user_texts[0]] and user_texts[0].startswith("hello\n\n[mail ")
+    assert user_texts[0].endswith("are you there?")
+    assert len(llm.requests) == 1
+
+
+def test_pause_stops_the_run_and_resume_continues(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()["session_id"]
+    wait_until(lambda: len(llm.requests) == 1)
+    paused = _post(server, f"/v1/sessions/{sid}/pause")
+    assert paused.status_code in (200, 202)
+    view = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
+    assert view["status"] == "paused"
+    # the step that was going on finished: the tool result is stored, the model not asked again
+    assert view["session"]["turns"][0]["tag"] == "UserTurn"
+    assert len(llm.requests) == 1
+    resumed = _post(server, f"/v1/sessions/{sid}/resume?wait=true")
+    assert resumed.status_code == 200 and resumed.json()["status"] == "idle"
+    assert len(llm.requests) == 2
+
+
+def test_cancel_stops_the_run_and_its_background_calls(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "background job"}).json()["session_id"]
+    pid_file = tmp_path / "sleeper.pid"
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=30)
+    pid = int(pid_file.read_text())
+    view = server.client.get(f"/v1/sessions/{sid}").json()
+    assert view["status"] == "running"
+    assert view["session"]["turns"][0]["contents"]["trackedCalls"][0]["tcState"] == "Running"
+    cancelled = _post(server, f"/v1/sessions/{sid}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "ready"
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(gone, timeout=15)
+    view = server.client.get(f"/v1/sessions/{sid}").json()
+    head = view["session"]["turns"][0]
+    assert head["tag"] == "UserTurn"
+    assert head["contents"]["userToolResponses"][0][1] == "async tool call was cancelled"
+    # the model hears about it on the next run
+    resumed = _post(server, f"/v1/sessions/{sid}/resume?wait=true").json()
+    assert resumed["status"] == "idle"
+    tool_messages = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert tool_messages[-1]["content"] == "async tool call was cancelled"
+
+
+def test_an_interrupt_detaches_a_slow_tool_and_its_late_result_comes_later(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()["session_id"]
+    wait_until(lambda: len(llm.requests) == 1)
+    interrupted = _post(server, f"/v1/sessions/{sid}/messages", {"prompt": "interrupting you", "interrupt": True})
+    assert interrupted.status_code == 202
+    # the model is asked again at once, with a placeholder for the detached call
+    wait_until(lambda: len(llm.requests) >= 2, timeout=10)
+    second = llm.requests[1]["messages"]
+    assert _transcript_is_valid(second)
+    tool_message = [m for m in second if m["role"] == "tool"][-1]
+    assert json.loads(tool_message["content"])["status"] == "running"
+    assert "interrupting you" in _text(second[-1])
+    # then the late result arrives as mail, wakes the session and reaches the model
+    wait_until(
+        lambda: any("slow result" in _text(m) for r in llm.requests[2:] for m in r["messages"] if m["role"] == "user"),
+        timeout=30,
+    )
+    final = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
+    assert final["status"] == "idle"
+    assert _transcript_is_valid(llm.requests[-1]["messages"])
+    mail = server.client.get(f"/v1/sessions/{sid}/mail").json()["mail"]
+    assert [m["body"]["tag"] for m in mail] == ["userMessage", "toolCallFinished"]
+    assert mail[1]["body"]["result"] == "slow result\n"
