@@ -35,6 +35,20 @@ class AgentRegistry:
         tree = self.trees.get(slug)
         return tree.root if tree else None
 
+    def find(self, slug: str) -> LoadedAgent | None:
+        """The agent with ``slug``: a root, else a helper of some root's tree; ``None`` if unknown.
+
+        Child sessions run helpers, which need not be roots.
+        """
+        root = self.get(slug)
+        if root is not None:
+            return root
+        for tree_slug in sorted(self.trees):
+            helper = self.trees[tree_slug].agents.get(slug)
+            if helper is not None:
+                return helper
+        return None
+
 
 _lock = threading.Lock()
 _registry: AgentRegistry | None = None

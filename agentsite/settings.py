@@ -126,6 +126,8 @@ AGENTS = {
     # Body limit in bytes (server-api.md §0: 32 MiB).
     "MAX_BODY_BYTES": env.int("AGENTS_MAX_BODY_BYTES", default=32 * 1024 * 1024),
     "STREAM_TOKENS": env.bool("AGENTS_STREAM_TOKENS", default=False),
+    # How deep helper agents may call helper agents (a child session per call).
+    "MAX_SUBAGENT_DEPTH": env.int("AGENTS_MAX_SUBAGENT_DEPTH", default=8),
     # Seconds of silence after which an event stream sends a keepalive comment.
     "SSE_KEEPALIVE_SECONDS": env.float("AGENTS_SSE_KEEPALIVE_SECONDS", default=15.0),
     # Events older than this many seconds are pruned (replays from before them are unavailable).

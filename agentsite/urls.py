@@ -16,6 +16,7 @@ from sessions_app.apis import (
     SessionCancelAttachedApi,
     SessionCollectionApi,
     SessionDetailApi,
+    SessionForkApi,
     SessionMailApi,
     SessionMessagesApi,
     SessionPauseApi,
@@ -49,6 +50,7 @@ urlpatterns = [
     path("v1/sessions/<str:session_id>/pending", SessionPendingApi.as_view(), name="session-pending"),
     path("v1/sessions/<str:session_id>/events", sse.session_events, name="session-events"),
     path("v1/sessions/<str:session_id>/mail", SessionMailApi.as_view(), name="session-mail"),
+    path("v1/sessions/<str:session_id>/fork", SessionForkApi.as_view(), name="session-fork"),
     path("v1/sessions/<str:session_id>/pause", SessionPauseApi.as_view(), name="session-pause"),
     path("v1/sessions/<str:session_id>/cancel", SessionCancelApi.as_view(), name="session-cancel"),
     path(

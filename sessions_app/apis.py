@@ -18,7 +18,9 @@ from sessions_app import mailbox, selectors, services
 from sessions_app.models import Session
 from sessions_app.serializers import (
     ContinuationSerializer,
+    DeletionPlanSerializer,
     ErrorSerializer,
+    ForkSerializer,
     MailListSerializer,
     MailSerializer,
     MessageSerializer,
@@ -150,7 +152,17 @@ class SessionCollectionApi(APIView):
 
 
 class SessionDetailApi(APIView):
-    """``GET /v1/sessions/:id``."""
+    """``GET /v1/sessions/:id`` and ``DELETE /v1/sessions/:id``."""
+
+    @extend_schema(
+        operation_id="deleteSession",
+        parameters=[OpenApiParameter("dry_run", bool, description="answer the plan, delete nothing")],
+        responses={200: DeletionPlanSerializer, 404: ErrorSerializer, 409: ErrorSerializer},
+    )
+    def delete(self, request: Request, session_id: str) -> Response:
+        """Delete the session and its descendants (leaves first); refused while a run is active."""
+        plan = services.session_delete(session_id=_session_id(session_id), dry_run=query_bool(request, "dry_run"))
+        return Response(plan)
 
     @extend_schema(
         operation_id="getSession", parameters=WAIT_PARAMETERS, responses={200: SessionViewSerializer, **ERRORS}
@@ -303,3 +315,16 @@ class SessionCancelAttachedApi(APIView):
         sid = _session_id(session_id)
         selectors.session_get(sid)
         return _answer(request, services.session_cancel_attached(session_id=sid))
+
+
+class SessionForkApi(APIView):
+    """``POST /v1/sessions/:id/fork``."""
+
+    @extend_schema(operation_id="forkSession", request=ForkSerializer, responses={201: SessionViewSerializer, **ERRORS})
+    def post(self, request: Request, session_id: str) -> Response:
+        """A new session with the turns up to ``at_turn`` (newest first), optionally another agent."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(ForkSerializer, json_object_body(request))
+        session = services.session_fork(session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"))
+        return Response(selectors.session_view(session), status=201, headers={"Location": f"/v1/sessions/{session.pk}"})

@@ -215,7 +215,8 @@ def pending_calls(document: dict[str, Any]) -> list[dict[str, Any]]:
         return []
     views = []
     for tc in turn["contents"]["trackedCalls"]:
-        if tc["tcState"] != "Deferred":
+        # a helper call also waits on a continuation, but its child session answers it
+        if tc["tcState"] != "Deferred" or tc.get("tcChild"):
             continue
         views.append(
             {

@@ -24,6 +24,7 @@ from sessions_app import background
 from sessions_app import document as doc
 from sessions_app.runtime import RuntimeAgent
 from tools_app.base import ToolContext
+from tools_app.subagent import helper_slug
 
 log = logging.getLogger("sessions.engine")
 
@@ -39,12 +40,23 @@ class NewContinuation:
 
 
 @dataclass
+class NewChild:
+    """A child session to create with the step: it answers a helper call."""
+
+    session_id: uuid.UUID
+    agent_slug: str
+    prompt: str
+    depth: int
+
+
+@dataclass
 class StepResult:
     """What one step produced: the new document, the continuations and background calls to create."""
 
     document: dict[str, Any]
     continuations: list[NewContinuation] = field(default_factory=list)
     background: list[dict[str, Any]] = field(default_factory=list)
+    children: list[NewChild] = field(default_factory=list)
 
 
 class NothingToDo(Exception):
@@ -201,6 +213,7 @@ def _run_calls(
     continuations: list[NewContinuation] = []
     started: list[dict[str, Any]] = []
     inline: list[dict[str, Any]] = []
+    children: list[NewChild] = []
     timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
     session_id = str(session.pk)
     turn_id = document.get("turnId") or ""
@@ -209,10 +222,14 @@ def _run_calls(
         original = agent.toolset.original_name(name)
         disposition = agent.policy.disposition_for(name, original)
         effective = agent.policy.decide(name, original)
+        tool = agent.toolset.get(name)
+        helper = helper_slug(tool) if tool is not None and effective.get("tag") != "defer" else None
         if effective.get("tag") == "defer":
             token = str(uuid.uuid4())
             entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
             continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
+        elif helper is not None:
+            entry = _child_call(call, disposition, helper, session, continuations, children)
         elif effective.get("tag") == "runAsync":
             entry = doc.tracked_call(call, "Running", disposition)
             entry["tcBackground"] = True
@@ -265,7 +282,47 @@ def _run_calls(
         )
     partial = doc.partial_turn(agent.system_prompt, agent.system_tools(), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial
-    return StepResult(doc.push_turn(document, turn), continuations, started)
+    return StepResult(doc.push_turn(document, turn), continuations, started, children)
+
+
+def _child_call(
+    call: dict[str, Any],
+    disposition: dict[str, Any],
+    helper: str,
+    session: Any,
+    continuations: list[NewContinuation],
+    children: list[NewChild],
+) -> dict[str, Any]:
+    """A helper call: a child session will answer it (DECISIONS 13).
+
+    The call waits like a deferred one, on an internal continuation the child completes when it
+    stops; the depth limit (``AGENTS_MAX_SUBAGENT_DEPTH``) turns runaway recursion into a tool
+    error.
+    """
+    chain = [session.agent_slug]
+    ancestor = session.parent
+    while ancestor is not None:
+        chain.append(ancestor.agent_slug)
+        ancestor = ancestor.parent
+    limit = settings.AGENTS["MAX_SUBAGENT_DEPTH"]
+    if len(chain) > limit:
+        path = " > ".join(reversed(chain))
+        return doc.tracked_call(
+            call, "Failed", disposition, result=f"Error: max sub-agent depth {limit} reached: {path}"
+        )
+    try:
+        arguments = json.loads((call.get("function") or {}).get("arguments") or "{}")
+    except json.JSONDecodeError:
+        arguments = None
+    what = arguments.get("what") if isinstance(arguments, dict) else None
+    if not isinstance(what, str) or not what.strip():
+        return doc.tracked_call(call, "Failed", disposition, result='Error: a helper call needs a "what" string')
+    token = str(uuid.uuid4())
+    entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
+    entry["tcChild"] = str(uuid.uuid4())
+    continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
+    children.append(NewChild(uuid.UUID(entry["tcChild"]), helper, what, len(chain)))
+    return entry
 
 
 def apply_result(document: dict[str, Any], token: str, response: Any) -> dict[str, Any] | None:

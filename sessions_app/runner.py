@@ -204,6 +204,11 @@ def _store_step(session: Session, result: Any) -> None:
         session = _fenced_store(session, result.document)
         services.create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=True) for entry in result.background]
+        calls = {
+            tc.get("tcChild"): tc["tcCall"] for tc in doc.head(result.document)["contents"].get("trackedCalls", [])
+        }
+        for child in result.children:
+            services.child_create(session, child, calls.get(str(child.session_id), {}))
         if result.continuations:
             tokens = {c.token for c in result.continuations}
             calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
@@ -324,7 +329,8 @@ def _cancel_attached(session: Session, document: dict[str, Any]) -> dict[str, An
     head = json.loads(json.dumps(head))
     ids = []
     for tc in head["contents"]["trackedCalls"]:
-        if tc["tcState"] == "Running" and not tc.get("tcDetached"):
+        running = tc["tcState"] == "Running" and not tc.get("tcDetached")
+        if running or (tc["tcState"] == "Deferred" and tc.get("tcChild")):
             tc["tcState"], tc["tcResult"] = "Failed", background.CANCELLED_TEXT
             ids.append(tc["tcId"])
     if not ids:
@@ -404,5 +410,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             run_lease_until=None,
         )
         events.emit("run.stopped", session.pk, session.owner, status=final)
+        if session.parent_id is not None:
+            transaction.on_commit(lambda: services.deliver_to_parent(session_id))
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})
     return True

@@ -15,6 +15,7 @@ from agents_app.loader import LoadedAgent
 from agents_app.registry import get_registry
 from agentsite.errors import unknown_agent
 from tools_app.policy import ToolCallPolicy
+from tools_app.subagent import SubAgentTool
 from tools_app.toolset import ToolSet, build_toolset
 
 
@@ -58,7 +59,9 @@ _cache: dict[str, RuntimeAgent] = {}
 
 
 def runtime_agent(slug: str) -> RuntimeAgent:
-    """The runtime agent for a root ``slug``, built on first use.
+    """The runtime agent for ``slug`` (a root, or a helper of one), built on first use.
+
+    Its tools are its own plus one ``io_prompt_agent_<helper>`` per helper.
 
     Raises:
         ApiError: 404 ``unknown_agent`` when no root agent has that slug.
@@ -69,12 +72,16 @@ def runtime_agent(slug: str) -> RuntimeAgent:
         if cached is not None:
             return cached
         registry = get_registry()
-        loaded = registry.get(slug)
+        loaded = registry.find(slug)
         if loaded is None:
             raise unknown_agent(slug)
+        helpers = [registry.find(h) for h in loaded.helper_slugs]
+        toolset = build_toolset(loaded).with_extra_tools(
+            [SubAgentTool(h.spec.slug, h.spec.announce) for h in helpers if h is not None]
+        )
         agent = RuntimeAgent(
             loaded=loaded,
-            toolset=build_toolset(loaded),
+            toolset=toolset,
             policy=ToolCallPolicy.from_config(loaded.spec.toolCallPolicyConfig),
             api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
         )

@@ -219,3 +219,27 @@ class MailListSerializer(serializers.Serializer):
     """``GET /v1/sessions/:id/mail``: envelopes, oldest first."""
 
     mail = serializers.ListField(child=serializers.JSONField())
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer field that refuses strings, booleans and fractions."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class ForkSerializer(serializers.Serializer):
+    """Body of ``POST /v1/sessions/:id/fork`` (optional): ``at_turn`` (newest first) and ``agent``."""
+
+    at_turn = StrictIntegerField(required=False, allow_null=True)
+    agent = StrictCharField(required=False, allow_null=True)
+
+
+class DeletionPlanSerializer(serializers.Serializer):
+    """What a delete removes: session ids deepest first, the continuation count, and the mode."""
+
+    sessions = serializers.ListField(child=serializers.UUIDField())
+    continuations = serializers.IntegerField()
+    dry_run = serializers.BooleanField()

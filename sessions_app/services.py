@@ -7,6 +7,7 @@ written with a compare-and-store on ``version`` (spec/server-api.md §7).
 
 from __future__ import annotations
 
+import copy
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,10 +17,11 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_session, unknown_token
-from sessions_app import background, events, hub, mailbox
+from agents_app.registry import get_registry
+from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_agent, unknown_session, unknown_token
+from sessions_app import background, events, hub, mailbox, selectors
 from sessions_app import document as doc
-from sessions_app.engine import NewContinuation, apply_result
+from sessions_app.engine import NewChild, NewContinuation, apply_result
 from sessions_app.models import Continuation, MailEnvelope, Session, dump_document
 from sessions_app.runtime import runtime_agent
 from sessions_app.selectors import meta_view
@@ -120,6 +122,9 @@ def session_create(
     Raises:
         ApiError: 404 ``unknown_agent``; 404 ``unknown_session`` for a missing parent.
     """
+    if get_registry().get(agent_slug) is None:
+        # helpers run as children of their caller; sessions are created for root agents
+        raise unknown_agent(agent_slug)
     agent = runtime_agent(agent_slug)
     with transaction.atomic():
         parent = None
@@ -548,6 +553,7 @@ def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Sessio
             raise ApiError(409, "no_active_run", f"session {session_id} has no active run")
         _append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
         background.cancel_calls(session, None)
+        stop_children(session)
         transaction.on_commit(hub.announce)
     return session
 
@@ -556,3 +562,186 @@ def session_cancel_attached(*, session_id: uuid.UUID, owner: str | None = None) 
     """``POST /v1/sessions/:id/cancel-attached``: hard-cancel the attached calls, keep the run."""
     mail_send(session_id=session_id, body=mailbox.CANCEL_ALL_ATTACHED, sender={"tag": "user", "owner": owner})
     return Session.objects.get(pk=session_id)
+
+
+# --- fork and delete (spec/server-api.md §1.2 #11 and #20, DECISIONS 12) --------------------------
+
+
+def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str | None) -> Session:
+    """Copy a session into a new one that starts no run (``POST /v1/sessions/:id/fork``).
+
+    ``at_turn`` indexes ``turns`` newest first; the fork keeps that turn and every older one
+    (DECISIONS 12). Deferred and background calls are not copied: a kept head that still waits on
+    calls is closed as a cancelled run closes it. The fork keeps the source's parent link and
+    non-secret params, not its seal, token or mail.
+
+    Raises:
+        ApiError: 404 ``unknown_session``, ``unknown_turn``, ``unknown_agent``.
+    """
+    source = selectors.session_get(session_id)
+    slug = agent_slug or source.agent_slug
+    runtime_agent(slug)
+    document = source.document
+    turns = document.get("turns") or []
+    index = 0 if at_turn is None else at_turn
+    if at_turn is not None and not 0 <= at_turn < len(turns):
+        raise ApiError(404, "unknown_turn", f"session {session_id} has no turn {at_turn} (it has {len(turns)})")
+    kept = copy.deepcopy(turns[index:])
+    if kept and kept[0]["tag"] == "PartialUserTurn":
+        head = kept[0]
+        for tc in head["contents"]["trackedCalls"]:
+            if tc["tcState"] not in doc.FINAL_STATES:
+                tc["tcState"], tc["tcResult"] = "Failed", background.CANCELLED_TEXT
+        kept[0] = doc.close_partial(head)
+    new_id = uuid.uuid4()
+    forked = doc.new_document(str(new_id))
+    forked["turns"] = kept
+    forked["forkedFromSessionId"] = str(source.pk)
+    with transaction.atomic():
+        now = db_now()
+        session = Session.objects.create(
+            id=new_id,
+            agent_slug=slug,
+            parent_id=source.parent_id,
+            owner=source.owner,
+            status=doc.status_of(forked),
+            version=1,
+            created_at=now,
+            updated_at=now,
+            forked_from=source.pk,
+            params=dict(source.params or {}),
+            document_json=dump_document(forked),
+        )
+        events.emit("session.created", session.pk, session.owner, **meta_view(session))
+        events.emit_session_updated(session)
+    return session
+
+
+def deletion_plan(session_id: uuid.UUID) -> tuple[list[Session], int]:
+    """The sessions a delete removes (deepest first) and their continuation count.
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``run_in_progress`` when a run is active anywhere
+            in the tree or in an ancestor.
+    """
+    root = selectors.session_get(session_id)
+    ancestor = root.parent
+    while ancestor is not None:
+        if run_is_active(ancestor):
+            raise run_in_progress(ancestor.pk)
+        ancestor = ancestor.parent
+    levels = [[root]]
+    while levels[-1]:
+        levels.append(list(Session.objects.filter(parent__in=levels[-1])))
+    tree = [s for level in reversed(levels) for s in level]
+    for session in tree:
+        if run_is_active(session):
+            raise run_in_progress(session.pk)
+    continuations = Continuation.objects.filter(session__in=tree).count()
+    return tree, continuations
+
+
+def session_delete(*, session_id: uuid.UUID, dry_run: bool) -> dict[str, Any]:
+    """Delete a session and its descendants, leaves first (``DELETE /v1/sessions/:id``).
+
+    Returns:
+        The DeletionPlan ``{"sessions": [ids deepest first], "continuations": n, "dry_run": b}``.
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``run_in_progress`` (also on a dry run).
+    """
+    with transaction.atomic():
+        tree, continuations = deletion_plan(session_id)
+        if not dry_run:
+            for session in tree:
+                Session.objects.filter(pk=session.pk).delete()
+                events.emit("session.deleted", session.pk, session.owner)
+    return {"sessions": [str(s.pk) for s in tree], "continuations": continuations, "dry_run": dry_run}
+
+
+# --- helper agents as child sessions (spec/server-api.md §4.5 subcall.*, DECISIONS 13) -------------
+
+
+def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Session:
+    """Create and start the child session answering a helper call (inside the step's transaction).
+
+    The child belongs to the owner of the parent's root and is listed under ``?parent=``.
+    """
+    agent = runtime_agent(child.agent_slug)
+    document = doc.new_document(str(child.session_id))
+    document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), child.prompt))
+    now = db_now()
+    session = Session.objects.create(
+        id=child.session_id,
+        agent_slug=child.agent_slug,
+        parent=parent,
+        owner=parent.owner,
+        version=1,
+        created_at=now,
+        updated_at=now,
+        document_json=dump_document(document),
+        **_run_fields("until_blocked"),
+    )
+    events.emit("session.created", session.pk, session.owner, **meta_view(session))
+    events.emit_session_updated(session)
+    events.emit(
+        "subcall.started",
+        parent.pk,
+        parent.owner,
+        child_session_id=str(session.pk),
+        slug=child.agent_slug,
+        depth=child.depth,
+        tool_call_id=str(call.get("id") or ""),
+    )
+    _enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def deliver_to_parent(child_id: uuid.UUID) -> None:
+    """Give a stopped child's outcome to the parent call waiting on it.
+
+    An ``idle`` child answers with its final text, a ``failed`` one with an error; a child that
+    stopped for another reason (waiting on its own deferred calls, paused) leaves the parent
+    waiting. The parent resumes as it would after a continuation.
+    """
+    child = Session.objects.filter(pk=child_id).select_related("parent").first()
+    if child is None or child.parent is None or child.status not in (Session.Status.IDLE, Session.Status.FAILED):
+        return
+    parent = child.parent
+    head = doc.head(parent.document)
+    if head is None or head["tag"] != "PartialUserTurn":
+        return
+    waiting = [
+        tc
+        for tc in head["contents"]["trackedCalls"]
+        if tc.get("tcChild") == str(child.pk) and tc["tcState"] == "Deferred"
+    ]
+    if not waiting:
+        return
+    if child.status == Session.Status.IDLE:
+        child_head = doc.head(child.document)
+        answer = doc.response_text(child_head["contents"]) if child_head and child_head["tag"] == "LlmTurn" else ""
+        result: Any = answer
+        events.emit("subcall.completed", parent.pk, parent.owner, child_session_id=str(child.pk), result=answer)
+    else:
+        result = f"Error: the helper agent {child.agent_slug} failed: {child.status_detail}"
+        events.emit(
+            "subcall.failed", parent.pk, parent.owner, child_session_id=str(child.pk), message=child.status_detail
+        )
+    try:
+        continuation_complete(token=uuid.UUID(waiting[0]["tcContinuation"]), result=result, resume=True)
+    except ApiError:
+        # already answered (e.g. the parent was cancelled meanwhile): nothing left to deliver
+        return
+
+
+def stop_children(session: Session) -> None:
+    """Ask the active runs of a session's descendants to stop (cancelling a parent cancels its children)."""
+    level = list(Session.objects.filter(parent=session))
+    while level:
+        for child in level:
+            if run_is_active(child):
+                _append_mail(
+                    child, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "system", "source": "cancel"}
+                )
+                background.cancel_calls(child, None)
+        level = list(Session.objects.filter(parent__in=level))

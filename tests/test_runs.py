@@ -49,6 +49,8 @@ def test_two_deferred_calls_resume_once_when_both_are_in(
     assert partial.json()["status"] == "waiting_external"
     assert [p["tool"] for p in partial.json()["pending"]] == ["fetch_a"]
     assert len(llm.requests) == requests_before
+    twice = _post(server, f"/v1/continuations/{second['continuation_token']}?wait=true", {"result": "B again"})
+    assert twice.status_code == 409 and twice.json()["error"] == "token_already_completed"
 
     done = _post(
         server,
