@@ -217,3 +217,39 @@ def test_an_interrupt_detaches_a_slow_tool_and_its_late_result_comes_later(tmp_p
     mail = server.client.get(f"/v1/sessions/{sid}/mail").json()["mail"]
     assert [m["body"]["tag"] for m in mail] == ["userMessage", "toolCallFinished"]
     assert mail[1]["body"]["result"] == "slow result\n"
+
+
+def test_mail_in_tool_result_and_resume_on_any_mail(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server, mailInToolResult=True, resumeOnAnyMail=True)
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()["session_id"]
+    wait_until(lambda: len(llm.requests) == 1)
+    assert _post(server, f"/v1/sessions/{sid}/messages", {"prompt": "a note for the tool"}).status_code == 202
+    assert server.client.get(f"/v1/sessions/{sid}?wait=true").json()["status"] == "idle"
+    last = llm.requests[-1]["messages"]
+    # no user message after the tool results: the mail rides on the last tool result
+    assert last[-1]["role"] == "tool"
+    assert last[-1]["content"].startswith("slow result\n\n\n[mail ") and last[-1]["content"].endswith("a note for the tool")
+    assert _transcript_is_valid(last)
+    # paused, but resumeOnAnyMail: a user message wakes it
+    _post(server, f"/v1/sessions/{sid}/pause")
+    assert server.client.get(f"/v1/sessions/{sid}").json()["status"] == "paused"
+    woke = _post(server, f"/v1/sessions/{sid}/messages", {"prompt": "wake up"})
+    assert woke.status_code == 202
+    assert server.client.get(f"/v1/sessions/{sid}?wait=true").json()["status"] == "idle"
+    assert "wake up" in _text(llm.requests[-1]["messages"][-1])
+
+
+def test_a_background_call_whose_worker_died_is_reported_orphaned(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "background job"}).json()["session_id"]
+    wait_until(lambda: (tmp_path / "sleeper.pid").exists(), timeout=30)
+    os.killpg(server.process.proc.pid, 9)
+    server.process.proc.wait()
+    os.kill(int((tmp_path / "sleeper.pid").read_text()), 9)
+    restarted = start_server([tmp_path / "busy.json"], db=server.db, env={"AGENTS_LEASE_SECONDS": "1"})
+    view = restarted.client.get(f"/v1/sessions/{sid}").json()
+    assert view["status"] == "ready"
+    resumed = _post(restarted, f"/v1/sessions/{sid}/resume?wait=true").json()
+    assert resumed["status"] == "idle"
+    tool_message = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "orphaned" in tool_message["content"]
