@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
 app = Celery("agentsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["sessions_app"])
+
+
+@setup_logging.connect
+def keep_project_logging(**kwargs: object) -> None:
+    """Celery configures logging unless someone answers this signal: keep Django's LOGGING (JSON
+    lines on stderr) in worker processes too."""

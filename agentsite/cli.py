@@ -157,10 +157,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "agents": [agent.spec.slug for agent in get_registry().roots()],
         },
     )
-    from daphne.cli import CommandLineInterface
+    from agentsite.server import serve
 
-    # verbosity 0: no access log on stdout (it would carry query strings, e.g. access tokens)
-    CommandLineInterface().run(["-v", "0", "-b", args.bind, "-p", str(args.port), "agentsite.asgi:application"])
+    serve(args.bind, args.port, args.shutdown_grace)
     return 0
 
 
@@ -181,12 +180,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _load_agents_or_exit()
     from agentsite.celery import app
 
-    argv = ["worker", "--loglevel=WARNING", f"--concurrency={args.concurrency}", f"--pool={args.pool}"]
+    argv = [
+        "worker",
+        "--loglevel=WARNING",
+        "--without-mingle",
+        "--without-gossip",
+        f"--concurrency={args.concurrency}",
+        f"--pool={args.pool}",
+    ]
     if args.beat:
         schedule = Path(tempfile.gettempdir()) / f"agents-beat-{os.getpid()}"
         argv += ["--beat", f"--schedule={schedule}"]
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
+    log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency, "beat": args.beat})
     app.worker_main(argv)
     return 0
 
@@ -251,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bind", default=os.environ.get("AGENTS_BIND", "127.0.0.1"), help="env AGENTS_BIND")
     serve.add_argument("--port", type=int, default=int(os.environ.get("AGENTS_PORT", "8080")), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
+    serve.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=float(os.environ.get("AGENTS_SHUTDOWN_GRACE", "10")),
+        help="seconds open requests get to finish on SIGTERM; env AGENTS_SHUTDOWN_GRACE",
+    )
     serve.add_argument(
         "--worker-concurrency",
         type=int,

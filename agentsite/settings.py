@@ -99,6 +99,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600} if REDIS_URL else {"polling_interval": 0.02}
 CELERY_TASK_ALWAYS_EAGER = env.bool("AGENTS_CELERY_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# keep this project's JSON log lines in worker processes too
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_REDIRECT_STDOUTS = False
 CELERY_BEAT_SCHEDULE = {
     "prune-events": {"task": "events.prune", "schedule": env.float("AGENTS_PRUNE_EVERY_SECONDS", default=600.0)},
     "sweep-runs": {"task": "sessions.sweep", "schedule": env.float("AGENTS_SWEEP_EVERY_SECONDS", default=10.0)},

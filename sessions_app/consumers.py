@@ -57,6 +57,8 @@ class EventsConsumer(AsyncWebsocketConsumer):
         async for frame in opened.frames:
             if frame is not None:
                 await self.send(text_data=frame.message())
+        # the stream ended: the server is shutting down
+        await self.close(code=1001)
 
     async def disconnect(self, code: int) -> None:
         """Stop sending."""

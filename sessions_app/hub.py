@@ -26,6 +26,9 @@ GROUP = "agents.events"
 
 _lock = threading.Lock()
 _condition = threading.Condition(_lock)
+
+#: Set when this process shuts down: streams end, waiters answer, runs hand their session back.
+shutting_down = threading.Event()
 _generation = 0
 _async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
@@ -43,6 +46,12 @@ def notify() -> None:
         except RuntimeError:
             # the reader's loop has closed; it unregisters itself on the way out
             pass
+
+
+def begin_shutdown() -> None:
+    """Start this process's shutdown and wake every reader so that it notices."""
+    shutting_down.set()
+    notify()
 
 
 def generation() -> int:

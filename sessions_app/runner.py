@@ -143,6 +143,9 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
         while True:
             if heartbeat.lost.is_set():
                 raise LeaseLost()
+            if hub.shutting_down.is_set():
+                _hand_back(session_id)
+                return
             session = Session.objects.get(pk=session_id)
             document, applied = services.apply_completed_continuations(session, session.document)
             document, stop, controls = _take_controls(session, document)
@@ -339,6 +342,30 @@ def _cancel_attached(session: Session, document: dict[str, Any]) -> dict[str, An
     background.detach(session, ids)
     turn = doc.close_partial(head) if doc.all_final(head) else head
     return doc.replace_head(document, turn)
+
+
+def _hand_back(session_id: uuid.UUID) -> None:
+    """This process is shutting down: give the run back between two steps.
+
+    The session stays ``running`` with no lease, so the run is claimed again: by another worker
+    at once when the broker is shared (the task is sent again), else by the startup recovery of
+    the next embedded server.
+    """
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.run_owner != WORKER_NAME:
+            raise LeaseLost()
+        services.store(session, session.document, fence_run=WORKER_NAME, run_owner=None, run_lease_until=None)
+        if settings.REDIS_URL:
+            run_id = str(session.run_id)
+            transaction.on_commit(lambda: _resend(str(session_id), run_id))
+    log.info("run handed back", extra={"kind": "run.handed_back", "session_id": str(session_id)})
+
+
+def _resend(session_id: str, run_id: str) -> None:
+    from sessions_app.tasks import run_session_task
+
+    run_session_task.delay(session_id, run_id)
 
 
 def _text_delta_emitter(session: Session) -> Callable[[str], None]:

@@ -103,7 +103,7 @@ def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
     while True:
         session = session_get(session_id)
         remaining = deadline - time.monotonic()
-        if session.status != Session.Status.RUNNING or remaining <= 0:
+        if session.status != Session.Status.RUNNING or remaining <= 0 or hub.shutting_down.is_set():
             return session
         # woken by committed events; the cap only bounds the delay of a lost announcement
         seen = hub.wait_sync(seen, min(remaining, WAIT_RECHECK_SECONDS))

@@ -94,6 +94,10 @@ class Scope:
         return self.everyone or frame.owner == self.owner
 
 
+#: Put in a subscription's queue when the server shuts down: the stream ends.
+END = Frame(0, "", "", None, "")
+
+
 @dataclass(eq=False)
 class Subscription:
     """An open stream's registration with the fanout."""
@@ -118,7 +122,7 @@ class Fanout:
         try:
             self.position = await in_db_thread(events.latest_seq)
             self.started.set()
-            while True:
+            while not hub.shutting_down.is_set():
                 try:
                     rows = await in_db_thread(partial(_read_frames, self.position, None))
                 except DatabaseError:
@@ -131,6 +135,8 @@ class Fanout:
                     self.position = frame.seq
                 if len(rows) < 500:
                     await waiter.wait(POLL_SECONDS)
+            for sub in self.subscriptions:
+                sub.queue.put_nowait(END)
         finally:
             waiter.close()
 
@@ -209,12 +215,14 @@ async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIte
                 last = frame.seq
                 if sub.scope.matches(frame):
                     yield frame
-        while True:
+        while not hub.shutting_down.is_set():
             try:
                 frame = await asyncio.wait_for(sub.queue.get(), keepalive)
             except TimeoutError:
                 yield None
                 continue
+            if frame is END:
+                return
             if frame.seq > last:
                 last = frame.seq
                 yield frame

@@ -9,15 +9,22 @@ from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 from django.conf import settings
 
-from sessions_app import background, events, runner, services
+from sessions_app import background, events, hub, runner, services
 from sessions_app.engine import run_tool_call
 from sessions_app.models import BackgroundCall
 from sessions_app.runtime import runtime_agent
 from tools_app.base import ToolContext
 
 log = logging.getLogger("sessions.tasks")
+
+
+@worker_shutting_down.connect
+def _on_worker_shutdown(**kwargs: Any) -> None:
+    """A worker told to stop (SIGTERM) hands its runs back after their current step."""
+    hub.begin_shutdown()
 
 
 @shared_task(name="sessions.run_session", acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -228,7 +228,9 @@ def test_mail_in_tool_result_and_resume_on_any_mail(tmp_path, llm_server, start_
     last = llm.requests[-1]["messages"]
     # no user message after the tool results: the mail rides on the last tool result
     assert last[-1]["role"] == "tool"
-    assert last[-1]["content"].startswith("slow result\n\n\n[mail ") and last[-1]["content"].endswith("a note for the tool")
+    assert last[-1]["content"].startswith("slow result\n\n\n[mail ") and last[-1]["content"].endswith(
+        "a note for the tool"
+    )
     assert _transcript_is_valid(last)
     # paused, but resumeOnAnyMail: a user message wakes it
     _post(server, f"/v1/sessions/{sid}/pause")

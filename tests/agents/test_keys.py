@@ -109,9 +109,7 @@ def test_wrong_shapes(tmp_path: Path, document: Any, message: str):
 
 
 def test_errors_never_show_secret_values(tmp_path: Path):
-    path = write_json(
-        tmp_path / "k.json", {"keys": [{"id": "a", "value": "sk-secret"}, {"id": "a", "value": "x"}]}
-    )
+    path = write_json(tmp_path / "k.json", {"keys": [{"id": "a", "value": "sk-secret"}, {"id": "a", "value": "x"}]})
     assert "sk-secret" not in error_of(path)
 
 

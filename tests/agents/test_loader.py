@@ -150,9 +150,7 @@ def test_bare_contents_load_with_a_warning(tmp_path: Path):
     path.write_text(json.dumps(contents("bare")))
     tree = load_agent_tree(path)
     assert tree.root.spec.slug == "bare"
-    assert tree.warnings == [
-        f'{path}: no {{"tag": "OpenAIAgentDescription"}} envelope; read as bare agent contents'
-    ]
+    assert tree.warnings == [f'{path}: no {{"tag": "OpenAIAgentDescription"}} envelope; read as bare agent contents']
 
 
 def test_unknown_keys_are_ignored_with_a_warning(tmp_path: Path):
@@ -303,9 +301,7 @@ def test_parse_agent_document_uses_the_label():
 
 
 def test_resolve_keeps_absolute_paths_and_normalises_relative_ones(tmp_path: Path):
-    agent = LoadedAgent(
-        spec=AgentSpec.model_validate(contents("a")), contents={}, path=None, base_dir=tmp_path
-    )
+    agent = LoadedAgent(spec=AgentSpec.model_validate(contents("a")), contents={}, path=None, base_dir=tmp_path)
     assert agent.resolve("/opt/tools") == Path("/opt/tools")
     assert agent.resolve("./tools/../bin/x") == tmp_path / "bin" / "x"
 
@@ -421,8 +417,7 @@ def test_reference_paths_resolve_from_the_referring_file(tmp_path: Path):
 def test_missing_helper_names_referrer_slug_and_path(tmp_path: Path):
     a = write_agent(tmp_path / "a.json", "a", extraAgents=[{"slug": "faq", "path": "docs/faq.json"}])
     assert problems_of(a) == [
-        f"{a}: extraAgents[0]: MissingAgentReference: helper 'faq' not found "
-        f"(looked in {tmp_path}/docs/faq.json)"
+        f"{a}: extraAgents[0]: MissingAgentReference: helper 'faq' not found (looked in {tmp_path}/docs/faq.json)"
     ]
 
 
@@ -450,16 +445,13 @@ def test_slug_mismatch_is_a_missing_reference(tmp_path: Path):
     a = write_agent(tmp_path / "a.json", "a", extraAgents=[{"slug": "reviewer", "path": "b.json"}])
     b = write_agent(tmp_path / "b.json", "diff-reviewer")
     assert problems_of(a) == [
-        f"{a}: extraAgents[0]: MissingAgentReference: helper 'reviewer' expected, "
-        f"but {b} has slug 'diff-reviewer'"
+        f"{a}: extraAgents[0]: MissingAgentReference: helper 'reviewer' expected, but {b} has slug 'diff-reviewer'"
     ]
 
 
 def test_reference_without_path(tmp_path: Path):
     a = write_agent(tmp_path / "a.json", "a", extraAgents=[{"slug": "b"}])
-    assert problems_of(a) == [
-        f"{a}: extraAgents[0]: helper 'b' has no 'path' (file agents name helpers by path)"
-    ]
+    assert problems_of(a) == [f"{a}: extraAgents[0]: helper 'b' has no 'path' (file agents name helpers by path)"]
 
 
 def test_duplicate_slug_in_a_tree_lists_both_files(tmp_path: Path):
@@ -470,9 +462,7 @@ def test_duplicate_slug_in_a_tree_lists_both_files(tmp_path: Path):
     )
     first = write_agent(tmp_path / "one" / "x.json", "x")
     second = write_agent(tmp_path / "two" / "x.json", "x")
-    assert problems_of(a) == [
-        f"{second}: DuplicateAgentSlug: slug 'x' is defined by both {first} and {second}"
-    ]
+    assert problems_of(a) == [f"{second}: DuplicateAgentSlug: slug 'x' is defined by both {first} and {second}"]
 
 
 def test_broken_helper_is_reported_under_its_own_path(tmp_path: Path):
@@ -521,9 +511,7 @@ def test_tool_directory_agent_files_are_helpers(tmp_path: Path):
     assert list(tree.agents) == ["a", "b", "summariser", "translator"]
     # translator's own toolDirectory is its directory, so it is its own helper.
     assert tree.agents["translator"].helper_slugs == ["translator"]
-    assert tree.warnings == [
-        f"{tree.agents['translator'].path}: cyclic helper references: translator -> translator"
-    ]
+    assert tree.warnings == [f"{tree.agents['translator'].path}: cyclic helper references: translator -> translator"]
 
 
 def test_tramaj_in_a_tool_directory_is_refused(tmp_path: Path):
@@ -531,9 +519,7 @@ def test_tramaj_in_a_tool_directory_is_refused(tmp_path: Path):
     template.parent.mkdir()
     template.write_text("$x")
     a = write_agent(tmp_path / "a.json", "a", toolDirectory="tools")
-    assert problems_of(a) == [
-        f"{template}: .tramaj agent templates are not supported; use a .json agent file"
-    ]
+    assert problems_of(a) == [f"{template}: .tramaj agent templates are not supported; use a .json agent file"]
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")

@@ -14,19 +14,36 @@ from agents_app.llm import LlmAnswer, LlmError, complete
 
 from .helpers import make_spec, user, weather_tool
 
-WEATHER_SCRIPT = {"rules": [
-    {"when": {"last_role": "user", "last_contains": "Paris"},
-     "reply": {"content": "Let me check the weather for you.", "reasoning": "The user wants Paris weather.",
-               "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}},
-                              {"name": "get_weather", "arguments": '{"city": "Lyon"}'}]}},
-    {"when": {"last_role": "tool"}, "reply": {"content": "Here is what I found: {last_content}"}},
-    {"reply": {"content": "Hello! How can I help you today?"}},
-]}
+WEATHER_SCRIPT = {
+    "rules": [
+        {
+            "when": {"last_role": "user", "last_contains": "Paris"},
+            "reply": {
+                "content": "Let me check the weather for you.",
+                "reasoning": "The user wants Paris weather.",
+                "tool_calls": [
+                    {"name": "get_weather", "arguments": {"city": "Paris"}},
+                    {"name": "get_weather", "arguments": '{"city": "Lyon"}'},
+                ],
+            },
+        },
+        {"when": {"last_role": "tool"}, "reply": {"content": "Here is what I found: {last_content}"}},
+        {"reply": {"content": "Hello! How can I help you today?"}},
+    ]
+}
 
 
-def ask(server, text: str = "hello", *, flavor: str = "OpenAIv1", api_key: str | None = None,
-        tools: list[dict[str, Any]] | None = None, timeout: float = 5.0, stream: bool = False,
-        messages: list[dict[str, Any]] | None = None) -> tuple[LlmAnswer, list[str]]:
+def ask(
+    server,
+    text: str = "hello",
+    *,
+    flavor: str = "OpenAIv1",
+    api_key: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    timeout: float = 5.0,
+    stream: bool = False,
+    messages: list[dict[str, Any]] | None = None,
+) -> tuple[LlmAnswer, list[str]]:
     """Call ``complete``; returns the answer and the text deltas it streamed."""
     deltas: list[str] = []
     answer = complete(
@@ -68,8 +85,7 @@ def test_tool_calls_and_reasoning(mock_llm):
     for call in answer.tool_calls:
         assert call["type"] == "function" and call["id"].startswith("call_")
         assert isinstance(call["function"]["arguments"], str)
-    assert [json.loads(c["function"]["arguments"]) for c in answer.tool_calls] == [{"city": "Paris"},
-                                                                                 {"city": "Lyon"}]
+    assert [json.loads(c["function"]["arguments"]) for c in answer.tool_calls] == [{"city": "Paris"}, {"city": "Lyon"}]
     assert answer.raw_response["choices"][0]["finish_reason"] == "tool_calls"
     assert server.requests[0]["tools"] == [weather_tool()]
 
@@ -78,9 +94,11 @@ def test_tool_result_round_trip_substitutes_last_content(mock_llm):
     server = mock_llm(WEATHER_SCRIPT)
     first, _ = ask(server, "weather in Paris?")
     call = first.tool_calls[0]
-    conversation = [*user("weather in Paris?"),
-                    {"role": "assistant", "content": first.text, "tool_calls": [call]},
-                    {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21C"}]
+    conversation = [
+        *user("weather in Paris?"),
+        {"role": "assistant", "content": first.text, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21C"},
+    ]
     second, _ = ask(server, messages=conversation)
     assert second.text == "Here is what I found: sunny, 21C"
 
@@ -104,7 +122,9 @@ def test_stream_deltas_concatenate_to_text_and_fold_into_a_completion(mock_llm):
     assert "".join(deltas) == streamed.text == "Let me check the weather for you."
     assert streamed.thinking == "The user wants Paris weather."
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in streamed.tool_calls] == [
-        ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Lyon"})]
+        ("get_weather", {"city": "Paris"}),
+        ("get_weather", {"city": "Lyon"}),
+    ]
     assert all(c["id"].startswith("call_") for c in streamed.tool_calls)
     # The folded stream has the shape of the non-streamed answer (ids differ per request).
     raw = streamed.raw_response
@@ -152,8 +172,9 @@ def test_a_failing_delta_callback_propagates(mock_llm):
         raise RuntimeError("consumer failed")
 
     with pytest.raises(RuntimeError, match="consumer failed"):
-        complete(spec=make_spec(server.url), api_key=None, messages=user("hi"), tools=[], timeout=5,
-                 on_text_delta=explode)
+        complete(
+            spec=make_spec(server.url), api_key=None, messages=user("hi"), tools=[], timeout=5, on_text_delta=explode
+        )
 
 
 def test_error_event_mid_stream(mock_llm):
@@ -194,8 +215,9 @@ def test_no_key_means_no_authorization_header(mock_llm, monkeypatch):
 
 
 def test_http_500_is_an_error_with_the_provider_message_and_not_retried(mock_llm):
-    server = mock_llm({"rules": [{"when": {"any_contains": "crash"},
-                                  "reply": {"status": 500, "error": "scripted failure"}}]})
+    server = mock_llm(
+        {"rules": [{"when": {"any_contains": "crash"}, "reply": {"status": 500, "error": "scripted failure"}}]}
+    )
     for stream in (False, True):
         with pytest.raises(LlmError) as caught:
             ask(server, "please crash", stream=stream)
@@ -212,10 +234,14 @@ def test_client_errors_are_reported(mock_llm):
 
 
 def test_overloaded_answers_are_retried(mock_llm):
-    server = mock_llm({"rules": [
-        {"times": 2, "reply": {"status": 503, "error": "overloaded"}},
-        {"reply": {"content": "finally"}},
-    ]})
+    server = mock_llm(
+        {
+            "rules": [
+                {"times": 2, "reply": {"status": 503, "error": "overloaded"}},
+                {"reply": {"content": "finally"}},
+            ]
+        }
+    )
     answer, _ = ask(server)
     assert answer.text == "finally"
     assert len(server.requests) == 3
@@ -264,11 +290,21 @@ def test_connection_refused_names_the_url():
 
 
 def test_answers_from_other_providers_are_normalized():
-    completion = {"id": "x", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
-        "reasoning": "ollama-style thinking",
-        "tool_calls": [{"function": {"name": "t", "arguments": {"k": 1}}}],
-    }}]}
+    completion = {
+        "id": "x",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                    "reasoning": "ollama-style thinking",
+                    "tool_calls": [{"function": {"name": "t", "arguments": {"k": 1}}}],
+                },
+            }
+        ],
+    }
     answer = llm._answer_from_completion(completion)
     assert answer.text == "ab"
     assert answer.thinking == "ollama-style thinking"

@@ -45,11 +45,15 @@ def sse_events(response: httpx.Response) -> list[Any]:
 
 
 def test_rules_first_match_wins_and_default(mock_llm):
-    server = mock_llm({"rules": [
-        {"when": {"last_contains": "Paris"}, "reply": {"content": "first"}},
-        {"when": {"last_contains": "Paris"}, "reply": {"content": "second"}},
-        {"reply": {"content": "default answer"}},
-    ]})
+    server = mock_llm(
+        {
+            "rules": [
+                {"when": {"last_contains": "Paris"}, "reply": {"content": "first"}},
+                {"when": {"last_contains": "Paris"}, "reply": {"content": "second"}},
+                {"reply": {"content": "default answer"}},
+            ]
+        }
+    )
     assert answer_text(chat(server, user("weather in Paris?"))) == "first"
     assert answer_text(chat(server, user("hello"))) == "default answer"
 
@@ -60,11 +64,15 @@ def test_no_rule_matched(mock_llm):
 
 
 def test_last_role_and_tool_results(mock_llm):
-    server = mock_llm({"rules": [
-        {"when": {"last_role": "tool", "tool_results": 2}, "reply": {"content": "two results"}},
-        {"when": {"last_role": "tool"}, "reply": {"content": "some results"}},
-        {"when": {"last_role": "user", "tool_results": 0}, "reply": {"content": "user spoke"}},
-    ]})
+    server = mock_llm(
+        {
+            "rules": [
+                {"when": {"last_role": "tool", "tool_results": 2}, "reply": {"content": "two results"}},
+                {"when": {"last_role": "tool"}, "reply": {"content": "some results"}},
+                {"when": {"last_role": "user", "tool_results": 0}, "reply": {"content": "user spoke"}},
+            ]
+        }
+    )
     call = {"role": "assistant", "content": None, "tool_calls": []}
     one = [*user("go"), call, {"role": "tool", "tool_call_id": "a", "content": "r1"}]
     two = [*one, {"role": "tool", "tool_call_id": "b", "content": "r2"}]
@@ -72,16 +80,27 @@ def test_last_role_and_tool_results(mock_llm):
     assert answer_text(chat(server, one)) == "some results"
     assert answer_text(chat(server, two)) == "two results"
     # Tool messages before the last user message do not count.
-    assert answer_text(chat(server, [*two, {"role": "tool", "tool_call_id": "c", "content": "r3"},
-                                     {"role": "user", "content": "again"}])) == "user spoke"
+    assert (
+        answer_text(
+            chat(
+                server,
+                [*two, {"role": "tool", "tool_call_id": "c", "content": "r3"}, {"role": "user", "content": "again"}],
+            )
+        )
+        == "user spoke"
+    )
 
 
 def test_any_contains_model_and_has_tool(mock_llm):
-    server = mock_llm({"rules": [
-        {"when": {"model": "big-model"}, "reply": {"content": "big"}},
-        {"when": {"has_tool": "get_weather"}, "reply": {"content": "has weather"}},
-        {"when": {"any_contains": "test agent"}, "reply": {"content": "saw the system prompt"}},
-    ]})
+    server = mock_llm(
+        {
+            "rules": [
+                {"when": {"model": "big-model"}, "reply": {"content": "big"}},
+                {"when": {"has_tool": "get_weather"}, "reply": {"content": "has weather"}},
+                {"when": {"any_contains": "test agent"}, "reply": {"content": "saw the system prompt"}},
+            ]
+        }
+    )
     assert answer_text(chat(server, user("hi"), model="big-model")) == "big"
     assert answer_text(chat(server, user("hi"), tools=[weather_tool()])) == "has weather"
     assert answer_text(chat(server, user("hi"))) == "saw the system prompt"
@@ -90,8 +109,10 @@ def test_any_contains_model_and_has_tool(mock_llm):
 def test_last_contains_reads_text_parts_of_list_content(mock_llm):
     rule = {"when": {"last_contains": "Paris"}, "reply": {"content": "{last_content}!"}}
     server = mock_llm({"rules": [rule]})
-    parts = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-             {"type": "text", "text": "Paris"}]
+    parts = [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "text", "text": "Paris"},
+    ]
     assert answer_text(chat(server, [{"role": "user", "content": parts}])) == "Paris!"
 
 
@@ -101,10 +122,14 @@ def test_last_content_substitution_keeps_other_braces(mock_llm):
 
 
 def test_times_limits_a_rule_and_reset_restores_it(mock_llm):
-    server = mock_llm({"rules": [
-        {"times": 2, "reply": {"content": "limited"}},
-        {"reply": {"content": "after"}},
-    ]})
+    server = mock_llm(
+        {
+            "rules": [
+                {"times": 2, "reply": {"content": "limited"}},
+                {"reply": {"content": "after"}},
+            ]
+        }
+    )
     texts = [answer_text(chat(server, user("x"))) for _ in range(3)]
     assert texts == ["limited", "limited", "after"]
     assert httpx.post(f"http://127.0.0.1:{server.port}/_mock/reset").json() == {"ok": True}
@@ -112,8 +137,7 @@ def test_times_limits_a_rule_and_reset_restores_it(mock_llm):
 
 
 def test_times_holds_under_concurrency(mock_llm):
-    server = mock_llm({"rules": [{"times": 3, "reply": {"content": "limited"}},
-                                 {"reply": {"content": "other"}}]})
+    server = mock_llm({"rules": [{"times": 3, "reply": {"content": "limited"}}, {"reply": {"content": "other"}}]})
     results: list[str] = []
     lock = threading.Lock()
 
@@ -136,10 +160,21 @@ def test_times_holds_under_concurrency(mock_llm):
 
 
 def test_tool_calls_answer_shape(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"reasoning": "think", "tool_calls": [
-        {"name": "get_weather", "arguments": {"city": "Paris"}},
-        {"name": "get_time", "arguments": '{"tz": "UTC"}', "id": "fixed-id"},
-    ]}}]})
+    server = mock_llm(
+        {
+            "rules": [
+                {
+                    "reply": {
+                        "reasoning": "think",
+                        "tool_calls": [
+                            {"name": "get_weather", "arguments": {"city": "Paris"}},
+                            {"name": "get_time", "arguments": '{"tz": "UTC"}', "id": "fixed-id"},
+                        ],
+                    }
+                }
+            ]
+        }
+    )
     body = chat(server, user("x")).json()
     choice = body["choices"][0]
     assert body["object"] == "chat.completion"
@@ -150,8 +185,11 @@ def test_tool_calls_answer_shape(mock_llm):
     first, second = message["tool_calls"]
     assert first["id"].startswith("call_") and first["type"] == "function"
     assert json.loads(first["function"]["arguments"]) == {"city": "Paris"}
-    assert second == {"id": "fixed-id", "type": "function",
-                      "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}}
+    assert second == {
+        "id": "fixed-id",
+        "type": "function",
+        "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'},
+    }
     assert set(body["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
     # Ids are unique per server, across requests too.
     again = chat(server, user("x")).json()["choices"][0]["message"]["tool_calls"][0]["id"]
@@ -167,10 +205,14 @@ def test_plain_answer_finishes_with_stop(mock_llm):
 
 
 def test_error_status_and_malformed(mock_llm):
-    server = mock_llm({"rules": [
-        {"when": {"any_contains": "crash"}, "reply": {"status": 500, "error": "scripted failure"}},
-        {"when": {"last_contains": "garbage"}, "reply": {"malformed": True}},
-    ]})
+    server = mock_llm(
+        {
+            "rules": [
+                {"when": {"any_contains": "crash"}, "reply": {"status": 500, "error": "scripted failure"}},
+                {"when": {"last_contains": "garbage"}, "reply": {"malformed": True}},
+            ]
+        }
+    )
     failed = chat(server, user("crash now"))
     assert failed.status_code == 500
     assert failed.json()["error"]["message"] == "scripted failure"
@@ -207,10 +249,19 @@ def _ignore_errors(call) -> None:
 
 
 def test_stream_chunks(mock_llm):
-    server = mock_llm({"rules": [{"reply": {
-        "content": "Let me check the weather.", "reasoning": "The user wants weather.",
-        "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
-    }}]})
+    server = mock_llm(
+        {
+            "rules": [
+                {
+                    "reply": {
+                        "content": "Let me check the weather.",
+                        "reasoning": "The user wants weather.",
+                        "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+                    }
+                }
+            ]
+        }
+    )
     response = chat(server, user("x"), stream=True, stream_options={"include_usage": True})
     assert response.headers["content-type"].startswith("text/event-stream")
     events = sse_events(response)
@@ -267,8 +318,9 @@ def test_recorded_requests_over_http_and_reset(mock_llm):
 
 
 def test_paths_models_and_unknown_routes(mock_llm):
-    server = mock_llm({"rules": [{"when": {"model": "special"}, "reply": {"content": "s"}},
-                                 {"reply": {"content": "ok"}}]})
+    server = mock_llm(
+        {"rules": [{"when": {"model": "special"}, "reply": {"content": "s"}}, {"reply": {"content": "ok"}}]}
+    )
     base = f"http://127.0.0.1:{server.port}"
     unversioned = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": user("x")})
     assert answer_text(unversioned) == "ok"

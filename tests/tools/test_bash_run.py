@@ -157,9 +157,7 @@ def test_non_zero_exit_reports_code_and_stderr_tail():
 def test_non_zero_exit_without_stderr_quotes_stdout():
     result = load_single_tool(script("fail.sh")).call({"code": 4, "quiet": True}, make_ctx())
     assert result.is_error
-    assert result.response == (
-        "Error: tool bash_fail exited with code 4 (nothing on stderr); stdout: partial output"
-    )
+    assert result.response == ("Error: tool bash_fail exited with code 4 (nothing on stderr); stdout: partial output")
 
 
 def test_long_stderr_is_cut_to_its_tail(tmp_path):
@@ -167,7 +165,7 @@ def test_long_stderr_is_cut_to_its_tail(tmp_path):
     exe.write_text(
         "#!/usr/bin/env bash\n"
         'if [ "$1" = describe ]; then echo \'{"slug": "noisy", "description": "d", "args": []}\'; exit; fi\n'
-        "for i in $(seq 1 2000); do echo \"line $i\" >&2; done; echo THE-END >&2; exit 1\n"
+        'for i in $(seq 1 2000); do echo "line $i" >&2; done; echo THE-END >&2; exit 1\n'
     )
     exe.chmod(0o755)
     result = load_single_tool(exe).call({}, make_ctx())

@@ -102,9 +102,7 @@ def test_unsupported_kinds_are_listed_one_per_line(tmp_path):
         builtinToolboxes=[{"tag": "SystemToolbox", "contents": {}}, {"tag": "SqliteToolbox", "contents": {}}],
         skillSources=[{"tag": "SkillDirectory", "contents": "./skills"}],
         bindings=[{"tool": "x"}],
-        bashToolboxes=[
-            {"tag": "SingleTool", "contents": {"Path": str(script("streams.sh")), "Bindings": [{}]}}
-        ],
+        bashToolboxes=[{"tag": "SingleTool", "contents": {"Path": str(script("streams.sh")), "Bindings": [{}]}}],
         parameters=[{"name": "tenant"}],  # parameters alone are fine
     )
     with pytest.raises(ToolBuildError) as err:

@@ -1,0 +1,79 @@
+"""The HTTP server (daphne) with a graceful shutdown (spec/server-api.md §9.1).
+
+On SIGTERM or SIGINT: stop listening, end the event streams and answer ``wait=true`` requests
+with the current state, give the other requests up to ``--shutdown-grace`` seconds, then exit 0.
+Runs of the embedded worker hand their session back after their current step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from typing import Any
+
+log = logging.getLogger("agentsite.server")
+
+
+def serve(bind: str, port: int, grace: float) -> None:
+    """Serve ``agentsite.asgi:application`` on ``bind:port`` until a signal, then drain and exit."""
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server  # installs the asyncio reactor before twisted's is imported
+    from twisted.internet import reactor
+
+    from agentsite.asgi import application
+    from sessions_app import hub
+
+    class GracefulServer(Server):
+        """A daphne server that remembers its listening ports, to close them on shutdown."""
+
+        ports: list[Any] = []
+
+        def listen_success(self, listening_port: Any) -> None:
+            self.ports.append(listening_port)
+            super().listen_success(listening_port)
+
+    server = GracefulServer(
+        application,
+        endpoints=build_endpoint_description_strings(host=bind, port=port),
+        signal_handlers=False,
+        verbosity=0,
+        application_close_timeout=grace,
+    )
+    state = {"stopping": False}
+
+    def begin_shutdown() -> None:
+        if state["stopping"]:
+            return
+        state["stopping"] = True
+        log.info("server stopping", extra={"kind": "server.stopping", "grace_seconds": grace})
+        for listening_port in server.ports:
+            listening_port.stopListening()
+        hub.begin_shutdown()
+        deadline = time.monotonic() + grace
+
+        def drain() -> None:
+            busy = [
+                d
+                for d in server.connections.values()
+                if d.get("application_instance") is not None and not d["application_instance"].done()
+            ]
+            if not busy or time.monotonic() >= deadline:
+                log.info("server stopped", extra={"kind": "server.stopped", "unfinished_requests": len(busy)})
+                reactor.stop()
+            else:
+                reactor.callLater(0.05, drain)
+
+        reactor.callLater(0.05, drain)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        reactor.callFromThread(begin_shutdown)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.run()
+    # Threads still busy (an embedded run waiting on its LLM, say) would hold the interpreter
+    # past the grace period: leave now. Their sessions are recovered when a server starts again.
+    logging.shutdown()
+    os._exit(0)
