@@ -255,3 +255,26 @@ def test_a_background_call_whose_worker_died_is_reported_orphaned(tmp_path, llm_
     assert resumed["status"] == "idle"
     tool_message = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][-1]
     assert "orphaned" in tool_message["content"]
+
+
+def test_cancel_attached_keeps_the_run_and_wake_on_decides_who_wakes(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server, wakeOn=["tool"])
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "background job"}).json()["session_id"]
+    wait_until(lambda: (tmp_path / "sleeper.pid").exists(), timeout=30)
+    attached = _post(server, f"/v1/sessions/{sid}/cancel-attached")
+    assert attached.status_code in (200, 202)
+    # the run goes on: the cancelled call's result is the cancellation, and the model answers
+    final = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
+    assert final["status"] == "idle"
+    tool_message = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert tool_message["content"] == "async tool call was cancelled"
+    # user mail does not wake an agent whose wakeOn is only "tool": it waits for the next run
+    before = len(llm.requests)
+    assert (
+        _post(server, f"/v1/sessions/{sid}/mail", {"body": {"tag": "userMessage", "query": "psst"}}).status_code == 202
+    )
+    assert server.client.get(f"/v1/sessions/{sid}").json()["status"] == "idle"
+    assert len(llm.requests) == before
+    woke = _post(server, f"/v1/sessions/{sid}/resume?wait=true").json()
+    assert woke["status"] == "idle" and len(llm.requests) == before + 1
+    assert "psst" in _text(llm.requests[-1]["messages"][-1])
