@@ -11,9 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_application = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
-from django.urls import path  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
-from sessions_app.consumers import EventsConsumer  # noqa: E402
+from sessions_app.consumers import EventsConsumer, NotFoundConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -22,6 +22,7 @@ application = ProtocolTypeRouter(
             [
                 path("v1/ws/sessions/<str:session_id>", EventsConsumer.as_asgi()),
                 path("v1/ws/events", EventsConsumer.as_asgi()),
+                re_path(r".*", NotFoundConsumer.as_asgi()),
             ]
         ),
     }

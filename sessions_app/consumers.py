@@ -24,12 +24,19 @@ from sessions_app.streams import Scope
 class EventsConsumer(AsyncWebsocketConsumer):
     """Streams events to one websocket until it closes."""
 
+    # Events come from the fanout, not from the channel layer: a consumer that also received on
+    # the layer would compete with the process's event listener for it.
+    channel_layer_alias = "no-layer"
+
     async def connect(self) -> None:
         """Check the request, accept, and start sending."""
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             after = streams.parse_after((query.get("after") or [None])[0])
         except ValueError:
+            await self.close(code=4400)
+            return
+        if query.get("scope", ["all"])[0] not in ("owner", "all"):
             await self.close(code=4400)
             return
         session_id = self.scope["url_route"]["kwargs"].get("session_id")
@@ -68,3 +75,13 @@ class EventsConsumer(AsyncWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Clients do not send anything; incoming messages are ignored."""
+
+
+class NotFoundConsumer(AsyncWebsocketConsumer):
+    """Any other websocket path: refused (close code 4404) rather than an error."""
+
+    channel_layer_alias = "no-layer"
+
+    async def connect(self) -> None:
+        """Refuse the connection."""
+        await self.close(code=4404)

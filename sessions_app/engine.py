@@ -127,7 +127,8 @@ def step(
         raise NothingToDo("the session has no turn")
     tag = head.get("tag")
     if tag == "UserTurn" or (tag == "PartialUserTurn" and _only_detached_open(head)):
-        answer = complete(
+        answer = _complete_unless_stopped(
+            signals or RunSignals(),
             spec=agent.loaded.spec,
             api_key=agent.api_key,
             messages=doc.openai_messages(document, agent.system_prompt),
@@ -140,6 +141,37 @@ def step(
     if tag == "LlmTurn" and doc.tool_calls_of(head["contents"]):
         return _run_calls(document, head, agent, session, signals or RunSignals(), on_tool_event or _ignore)
     raise NothingToDo(f"nothing to do with a {tag} head")
+
+
+class Stopped(Exception):
+    """The run was told to stop while the LLM was being asked; the answer is dropped."""
+
+
+def _complete_unless_stopped(signals: RunSignals, **request: Any) -> Any:
+    """Ask the LLM in a thread, so that a stop (cancel, StopRun) does not wait for its answer.
+
+    Raises:
+        Stopped: the run was stopped first; the answer, when it comes, is dropped.
+        agents_app.llm.LlmError: the provider failed.
+    """
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def ask() -> None:
+        try:
+            outcome["answer"] = complete(**request)
+        except BaseException as error:  # handed to the waiting step below
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=ask, name="llm-request", daemon=True).start()
+    while not done.wait(0.05):
+        if signals.stop.is_set():
+            raise Stopped()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["answer"]
 
 
 def _only_detached_open(turn: dict[str, Any]) -> bool:

@@ -17,7 +17,8 @@ import asyncio
 import logging
 import threading
 
-from channels.layers import get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers
 from django.conf import settings
 
 log = logging.getLogger("sessions.hub")
@@ -109,9 +110,21 @@ def _sender() -> asyncio.AbstractEventLoop:
         return _sender_loop
 
 
+def _own_layer() -> object:
+    # A layer instance of our own: the channel layer object Channels hands out is shared with the
+    # server's event loop, and channels-redis refuses receives from two loops on one instance.
+    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+
+
+_announce_layer: object | None = None
+
+
 async def _group_send() -> None:
+    global _announce_layer
     try:
-        await get_channel_layer().group_send(GROUP, {"type": "events.committed"})
+        if _announce_layer is None:
+            _announce_layer = _own_layer()
+        await _announce_layer.group_send(GROUP, {"type": "events.committed"})
     except Exception:
         # readers also re-read on a timer, so a lost announcement only delays them
         log.warning("could not announce events", exc_info=True, extra={"kind": "events.announce_failed"})
@@ -144,7 +157,7 @@ def start_listener() -> None:
 
 
 async def _listen() -> None:
-    layer = get_channel_layer()
+    layer = _own_layer()
     while True:
         try:
             channel = await layer.new_channel()

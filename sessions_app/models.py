@@ -151,7 +151,7 @@ class MailEnvelope(models.Model):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="mail")
     seq = models.IntegerField()
-    mail_id = models.UUIDField(unique=True)
+    mail_id = models.UUIDField()
     sender = TextJSONField()
     priority = models.CharField(max_length=16, default="normal")
     hops = models.IntegerField(default=0)
@@ -159,7 +159,10 @@ class MailEnvelope(models.Model):
     sent_at = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="mail_seq_per_session")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="mail_seq_per_session"),
+            models.UniqueConstraint(fields=["session", "mail_id"], name="mail_id_per_session"),
+        ]
 
     def __str__(self) -> str:
         return f"mail {self.seq} of {self.session_id}"

@@ -25,7 +25,7 @@ from django.db.models import Q
 from agents_app.llm import LlmError
 from sessions_app import background, events, hub, mailbox, services
 from sessions_app import document as doc
-from sessions_app.engine import NothingToDo, RunSignals, step
+from sessions_app.engine import NothingToDo, RunSignals, Stopped, step
 from sessions_app.models import Session
 from sessions_app.runtime import runtime_agent
 
@@ -184,6 +184,9 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
                     )
                 except NothingToDo:
                     done = True
+                except Stopped:
+                    # cancel or StopRun while the LLM was asked: the loop takes the control next
+                    continue
                 else:
                     _store_step(session, result)
                     steps += 1
@@ -338,8 +341,8 @@ def _cancel_attached(session: Session, document: dict[str, Any]) -> dict[str, An
             ids.append(tc["tcId"])
     if not ids:
         return document
+    # still attached: their killed executors record the cancellation without posting mail
     background.cancel_calls(session, ids)
-    background.detach(session, ids)
     turn = doc.close_partial(head) if doc.all_final(head) else head
     return doc.replace_head(document, turn)
 
@@ -438,6 +441,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
         )
         events.emit("run.stopped", session.pk, session.owner, status=final)
         if session.parent_id is not None:
-            transaction.on_commit(lambda: services.deliver_to_parent(session_id))
+            was_cancelled = status == "stopped"
+            transaction.on_commit(lambda: services.deliver_to_parent(session_id, cancelled=was_cancelled))
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})
     return True

@@ -440,7 +440,7 @@ def _append_mail(
 ) -> tuple[MailEnvelope, bool]:
     """Store one envelope on a locked session; ``(envelope, duplicate)``."""
     if mail_id is not None:
-        existing = MailEnvelope.objects.filter(mail_id=mail_id).first()
+        existing = MailEnvelope.objects.filter(session=session, mail_id=mail_id).first()
         if existing is not None:
             return existing, True
     last = MailEnvelope.objects.filter(session=session).order_by("-seq").values_list("seq", flat=True).first() or 0
@@ -488,7 +488,8 @@ def _after_mail(session: Session, envelope: MailEnvelope) -> Session:
     wakes = session.status in (Session.Status.IDLE, Session.Status.READY, Session.Status.FAILED) or (
         session.status == Session.Status.PAUSED and spec.resumeOnAnyMail
     )
-    if wakes and mailbox.can_fold(document):
+    # a session with tool calls still to run wakes too: the run runs them, then folds the mail
+    if wakes and (mailbox.can_fold(document) or doc.status_of(document) == Session.Status.READY):
         session = _request_run(session, "until_blocked")
     return session
 
@@ -550,6 +551,11 @@ def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Sessio
     with transaction.atomic():
         session = _lock(session_id)
         if not run_is_active(session):
+            if _has_active_descendants(session):
+                # the session waits on helper sessions that are running: cancelling it stops them
+                stop_children(session)
+                transaction.on_commit(hub.announce)
+                return session
             raise ApiError(409, "no_active_run", f"session {session_id} has no active run")
         _append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
         background.cancel_calls(session, None)
@@ -696,15 +702,17 @@ def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Sess
     return session
 
 
-def deliver_to_parent(child_id: uuid.UUID) -> None:
+def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
     """Give a stopped child's outcome to the parent call waiting on it.
 
-    An ``idle`` child answers with its final text, a ``failed`` one with an error; a child that
-    stopped for another reason (waiting on its own deferred calls, paused) leaves the parent
-    waiting. The parent resumes as it would after a continuation.
+    An ``idle`` child answers with its final text; a ``failed`` or cancelled one with an error; a
+    child that stopped for another reason (waiting on its own deferred calls, paused) leaves the
+    parent waiting. The parent resumes as it would after a continuation.
     """
     child = Session.objects.filter(pk=child_id).select_related("parent").first()
-    if child is None or child.parent is None or child.status not in (Session.Status.IDLE, Session.Status.FAILED):
+    if child is None or child.parent is None:
+        return
+    if not cancelled and child.status not in (Session.Status.IDLE, Session.Status.FAILED):
         return
     parent = child.parent
     head = doc.head(parent.document)
@@ -717,7 +725,10 @@ def deliver_to_parent(child_id: uuid.UUID) -> None:
     ]
     if not waiting:
         return
-    if child.status == Session.Status.IDLE:
+    if cancelled:
+        result = f"Error: the helper agent {child.agent_slug} was cancelled"
+        events.emit("subcall.failed", parent.pk, parent.owner, child_session_id=str(child.pk), message="cancelled")
+    elif child.status == Session.Status.IDLE:
         child_head = doc.head(child.document)
         answer = doc.response_text(child_head["contents"]) if child_head and child_head["tag"] == "LlmTurn" else ""
         result: Any = answer
@@ -732,6 +743,15 @@ def deliver_to_parent(child_id: uuid.UUID) -> None:
     except ApiError:
         # already answered (e.g. the parent was cancelled meanwhile): nothing left to deliver
         return
+
+
+def _has_active_descendants(session: Session) -> bool:
+    level = list(Session.objects.filter(parent=session))
+    while level:
+        if any(run_is_active(child) for child in level):
+            return True
+        level = list(Session.objects.filter(parent__in=level))
+    return False
 
 
 def stop_children(session: Session) -> None:

@@ -278,3 +278,39 @@ def test_cancel_attached_keeps_the_run_and_wake_on_decides_who_wakes(tmp_path, l
     woke = _post(server, f"/v1/sessions/{sid}/resume?wait=true").json()
     assert woke["status"] == "idle" and len(llm.requests) == before + 1
     assert "psst" in _text(llm.requests[-1]["messages"][-1])
+
+
+def test_a_message_wakes_a_session_with_tool_calls_left_to_run_and_mail_ids_are_per_session(
+    tmp_path, llm_server, start_server
+) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    sid = _post(server, "/v1/sessions?wait=true", {"agent": "busy", "prompt": "start", "run": "step"}).json()[
+        "session_id"
+    ]
+    assert server.client.get(f"/v1/sessions/{sid}").json()["status"] == "ready"
+    woke = _post(server, f"/v1/sessions/{sid}/messages", {"prompt": "carry on"})
+    assert woke.status_code in (200, 202)
+    final = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
+    assert final["status"] == "idle"
+    last = llm.requests[-1]["messages"]
+    assert _transcript_is_valid(last) and "carry on" in _text(last[-1])
+    other = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "x", "run": "none"}).json()["session_id"]
+    mail_id = str(uuid.uuid4())
+    body = {"id": mail_id, "body": {"tag": "control", "message": {"tag": "pause"}}}
+    assert _post(server, f"/v1/sessions/{sid}/mail", body).json()["duplicate"] is False
+    assert _post(server, f"/v1/sessions/{other}/mail", body).json() == {"id": mail_id, "seq": 1, "duplicate": False}
+
+
+def test_stop_run_mail_reports_a_cancelled_background_call_once(tmp_path, llm_server, start_server) -> None:
+    server, llm = _setup(tmp_path, llm_server, start_server)
+    sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "background job"}).json()["session_id"]
+    wait_until(lambda: (tmp_path / "sleeper.pid").exists(), timeout=30)
+    stop = {"body": {"tag": "control", "message": {"tag": "stopRun"}}}
+    assert _post(server, f"/v1/sessions/{sid}/mail", stop).status_code == 202
+    view = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
+    assert view["status"] == "ready"
+    import time as _time
+
+    _time.sleep(2)
+    assert len(llm.requests) == 1  # no new run was woken by a late result
+    assert server.client.get(f"/v1/sessions/{sid}/mail?unread=true").json()["mail"] == []

@@ -104,3 +104,42 @@ def test_the_depth_limit_stops_runaway_recursion(tmp_path: Path, llm_server, sta
     assert view["session"]["turns"][0]["contents"]["llmResponse"]["responseText"].startswith(
         "stopped: stopped: stopped:"
     )
+
+
+def test_cancelling_a_waiting_parent_cancels_its_child_and_frees_the_parent(
+    tmp_path: Path, llm_server, start_server
+) -> None:
+    llm = llm_server(
+        {
+            "rules": [
+                {
+                    "when": {"any_contains": "You are parent.", "last_role": "user"},
+                    "reply": {
+                        "tool_calls": [{"name": "io_prompt_agent_helper", "arguments": {"what": "take your time"}}]
+                    },
+                },
+                {
+                    "when": {"any_contains": "You are parent.", "last_role": "tool"},
+                    "reply": {"content": "parent saw: {last_content}"},
+                },
+                {"when": {"any_contains": "You are helper."}, "reply": {"delay": 30, "content": "too late"}},
+            ]
+        }
+    )
+    write_agent(tmp_path, "helper", llm.url)
+    parent = write_agent(tmp_path, "parent", llm.url, extraAgents=[{"slug": "helper", "path": "helper.json"}])
+    server = start_server([parent])
+    pid = _post(server, "/v1/sessions", {"agent": "parent", "prompt": "start"}).json()["session_id"]
+    wait_until(lambda: len(llm.requests) == 2, timeout=30)
+    assert server.client.get(f"/v1/sessions/{pid}").json()["status"] == "waiting_external"
+    cancelled = _post(server, f"/v1/sessions/{pid}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    final = wait_until(
+        lambda: (v := server.client.get(f"/v1/sessions/{pid}?wait=true&timeout=5").json())["status"] == "idle" and v,
+        timeout=30,
+    )
+    assert final["session"]["turns"][0]["contents"]["llmResponse"]["responseText"] == (
+        "parent saw: Error: the helper agent helper was cancelled"
+    )
+    [child] = server.client.get(f"/v1/sessions?parent={pid}").json()["sessions"]
+    assert child["status"] == "ready"
