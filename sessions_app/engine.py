@@ -75,6 +75,7 @@ def step(
     session_id: str,
     on_text_delta: Callable[[str], None] | None = None,
     on_tool_event: Callable[..., None] | None = None,
+    owner: str | None = None,
 ) -> StepResult:
     """Advance ``document`` by one step.
 
@@ -82,6 +83,7 @@ def step(
         document: the session document (not modified).
         agent: the session's runtime agent.
         session_id: the session's id (for the ``AGENT_*`` tool environment).
+        owner: the session's owner, whose keys file (if any) the LLM call uses.
         on_text_delta: called with each streamed piece of the LLM's text, when streaming.
         on_tool_event: called as ``on_tool_event(kind, **payload)`` when a tool call starts
             (``tool.started``) and ends (``tool.completed`` or ``tool.failed``).
@@ -98,7 +100,7 @@ def step(
     if tag == "UserTurn":
         answer = complete(
             spec=agent.loaded.spec,
-            api_key=agent.api_key,
+            api_key=agent.api_key_for(owner),
             messages=doc.openai_messages(document, agent.system_prompt),
             tools=agent.openai_tools(),
             timeout=settings.AGENTS["LLM_TIMEOUT"],

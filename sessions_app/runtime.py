@@ -1,17 +1,18 @@
-"""Runtime agents: a loaded agent with its tools, policy and API key, built once per process.
+"""Runtime agents: a loaded agent with its tools, policy and API keys, built once per version.
 
-Building an agent runs every bash tool's ``describe``, so the result is cached per slug for the
-life of the process (agent files are not reloaded while serving).
+Building an agent runs every bash tool's ``describe``, so the result is cached per slug: for the
+life of the process for a file agent (files are not reloaded while serving), until a new version
+is stored for a stored agent (its tree, as the registry gives it, is then a new object).
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents_app.keys import api_key_for
-from agents_app.loader import LoadedAgent
+from agents_app.loader import AgentTree, LoadedAgent
 from agents_app.registry import get_registry
 from agentsite.errors import unknown_agent
 from tools_app.policy import ToolCallPolicy
@@ -26,13 +27,27 @@ class RuntimeAgent:
         loaded: the agent as loaded from its file.
         toolset: its tools (wire names -> tools).
         policy: its tool-call policy (spec/sessions.md §3.1).
-        api_key: the key for its ``apiKeyId``, or ``None`` (no Authorization header).
+        api_key: the key for its ``apiKeyId`` in the shared keys file, or ``None`` (no
+            Authorization header).
+        owner_api_keys: owner -> keys, from ``--owner-api-keys`` (see :meth:`api_key_for`).
     """
 
     loaded: LoadedAgent
     toolset: ToolSet
     policy: ToolCallPolicy
     api_key: str | None
+    owner_api_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def api_key_for(self, owner: str | None) -> str | None:
+        """The key a session of ``owner`` calls the LLM with (spec/server-api.md §5.5).
+
+        An owner with a keys file of their own uses that file only (a key id missing from it
+        means no key); other owners, and sessions without one, use the shared file.
+        """
+        keys = self.owner_api_keys.get(owner) if owner is not None else None
+        if keys is None:
+            return self.api_key
+        return api_key_for(keys, self.loaded.spec.apiKeyId)
 
     @property
     def slug(self) -> str:
@@ -54,31 +69,34 @@ class RuntimeAgent:
 
 
 _lock = threading.Lock()
-_cache: dict[str, RuntimeAgent] = {}
+#: slug -> (the tree it was built from, the runtime agent)
+_cache: dict[str, tuple[AgentTree, RuntimeAgent]] = {}
 
 
 def runtime_agent(slug: str) -> RuntimeAgent:
-    """The runtime agent for a root ``slug``, built on first use.
+    """The runtime agent for a root ``slug``, built on first use of its current version.
 
     Raises:
         ApiError: 404 ``unknown_agent`` when no root agent has that slug.
         tools_app.toolset.ToolBuildError: the agent's tools cannot be built.
     """
+    registry = get_registry()
+    tree = registry.tree(slug)
+    if tree is None:
+        raise unknown_agent(slug)
     with _lock:
         cached = _cache.get(slug)
-        if cached is not None:
-            return cached
-        registry = get_registry()
-        loaded = registry.get(slug)
-        if loaded is None:
-            raise unknown_agent(slug)
+        if cached is not None and cached[0] is tree:
+            return cached[1]
+        loaded = tree.root
         agent = RuntimeAgent(
             loaded=loaded,
             toolset=build_toolset(loaded),
             policy=ToolCallPolicy.from_config(loaded.spec.toolCallPolicyConfig),
             api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
+            owner_api_keys=registry.owner_api_keys,
         )
-        _cache[slug] = agent
+        _cache[slug] = (tree, agent)
         return agent
 
 
