@@ -195,6 +195,7 @@ class CorsMiddleware:
                 response: HttpResponse = error_response(forbidden_origin(origin or ""))
             else:
                 response = HttpResponse(status=204)
+                del response["Content-Type"]
                 for name, value in PREFLIGHT_HEADERS.items():
                     response[name] = value
         elif request.path_info in OPEN_PATHS or config.origin_allowed(origin):
