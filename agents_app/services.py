@@ -139,7 +139,7 @@ def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tupl
 
     slug = prepared.slug
     with transaction.atomic():
-        generation = StoredAgentsGeneration.objects.select_for_update().get(pk=1)
+        generation, _ = StoredAgentsGeneration.objects.select_for_update().get_or_create(pk=1)
         if slug in get_registry().trees:
             raise defined_by_file(slug)
         _check_helpers(slug, prepared.helpers, _helper_graph())
@@ -189,7 +189,7 @@ def stored_agent_delete(slug: str) -> StoredAgent:
             (other stored agents name it as a helper).
     """
     with transaction.atomic():
-        generation = StoredAgentsGeneration.objects.select_for_update().get(pk=1)
+        generation, _ = StoredAgentsGeneration.objects.select_for_update().get_or_create(pk=1)
         row = StoredAgent.objects.filter(pk=slug).first()
         if row is None:
             if slug in get_registry().trees:

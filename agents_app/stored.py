@@ -263,7 +263,7 @@ class StoredAgentCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._generation: int | None = None
+        self._generation = -1  # nothing loaded yet
         self._versions: dict[str, tuple[int, LoadedAgent]] = {}
         self._trees: dict[str, tuple[tuple[tuple[str, int], ...], AgentTree]] = {}
         self._info: dict[str, StoredInfo] = {}
@@ -277,7 +277,8 @@ class StoredAgentCache:
         """
         from agents_app.models import StoredAgent, StoredAgentsGeneration
 
-        generation = StoredAgentsGeneration.objects.filter(pk=1).values_list("generation", flat=True).first()
+        # no row yet counts as generation 0 (the migration creates it; a flushed test database has none)
+        generation = StoredAgentsGeneration.objects.filter(pk=1).values_list("generation", flat=True).first() or 0
         with self._lock:
             if generation == self._generation:
                 return
