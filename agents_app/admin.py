@@ -95,8 +95,9 @@ class StoredAgentAdmin(admin.ModelAdmin):
         return ("slug", *fields) if obj is not None else fields
 
     def get_fields(self, request: HttpRequest, obj: StoredAgent | None = None) -> list[str]:
-        """The slug, the two JSON fields, then the metadata."""
-        return ["slug", "contents", "files", *self.readonly_fields]
+        """The slug, the two JSON fields, then (once stored) the metadata."""
+        editable = ["slug", "contents", "files"]
+        return editable if obj is None else [*editable, *self.readonly_fields]
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         """No bulk delete: agents are deleted one at a time, so the in-use rule is shown per agent."""

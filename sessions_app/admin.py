@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from agentsite.errors import ApiError
 from sessions_app import document as doc
@@ -28,6 +28,8 @@ from sessions_app.models import Continuation, Event, Session
 
 #: Events shown on a session's page, newest first.
 EVENTS_SHOWN = 50
+#: The separator of listed items (format_html_join escapes a plain string).
+LINE_BREAK = mark_safe("<br>")
 
 
 def _call_label(call: dict[str, Any]) -> str:
@@ -154,7 +156,7 @@ class SessionAdmin(admin.ModelAdmin):
         if not calls:
             return format_html("<em>{}</em>", "none")
         return format_html_join(
-            "<br>", "<code>{}</code> (token {})", ((_call_label(c["call"]), c["continuation_token"]) for c in calls)
+            LINE_BREAK, "<code>{}</code> (token {})", ((_call_label(c["call"]), c["continuation_token"]) for c in calls)
         )
 
     @admin.display(description="continuations")
@@ -164,7 +166,7 @@ class SessionAdmin(admin.ModelAdmin):
         if not rows:
             return format_html("<em>{}</em>", "none")
         return format_html_join(
-            "<br>",
+            LINE_BREAK,
             "<code>{}</code> {}: completed {}, applied {}",
             ((_call_label(c.call), c.token, c.completed_at or "-", c.applied_at or "-") for c in rows),
         )
@@ -176,7 +178,7 @@ class SessionAdmin(admin.ModelAdmin):
         if not rows:
             return format_html("<em>{}</em>", "none")
         return format_html_join(
-            "<br>", "{} <code>{}</code> {}", ((e.seq, e.kind, e.created_at.isoformat()) for e in rows)
+            LINE_BREAK, "{} <code>{}</code> {}", ((e.seq, e.kind, e.created_at.isoformat()) for e in rows)
         )
 
     def get_urls(self) -> list[URLPattern]:
