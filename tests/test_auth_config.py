@@ -178,3 +178,18 @@ def test_tokens_files_origins_and_config_checks(tmp_path: Path) -> None:
             load_tokens_file(path)
     off = build_auth_config("", [], [])
     assert not off.enabled and off.origin_allowed(None) and not off.origin_allowed("https://x.example")
+
+
+def test_request_records_in_the_log_keep_no_query_string() -> None:
+    import logging
+
+    from django.test import RequestFactory
+
+    from agentsite.logging import JsonFormatter
+
+    request = RequestFactory().get("/v1/events?access_token=secret-in-query")
+    record = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "Internal Server Error", None, None)
+    record.request = request
+    record.status_code = 500
+    line = json.loads(JsonFormatter().format(record))
+    assert line["request"] == "GET /v1/events" and "secret-in-query" not in json.dumps(line)

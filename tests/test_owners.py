@@ -329,3 +329,7 @@ def test_without_auth_tokens_there_are_no_owners_and_no_session_tokens(
     assert changed.status_code == 200 and changed.json()["params"] == {"region": "eu"}
     refused(server, "PUT", "/v1/agents/x", 403, "forbidden", body={})
     assert '"authentication": "none"' in server.process.output()
+    paths = server.client.get("/openapi.json").json()["paths"]
+    assert "put" in paths["/v1/sessions/{session_id}/params"]
+    assert "delete" in paths["/v1/sessions/{session_id}/token"]
+    assert {"get", "put", "delete"} <= set(paths["/v1/agents/{slug}"])
