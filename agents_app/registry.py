@@ -38,17 +38,6 @@ class AgentRegistry:
         self.owner_api_keys = owner_api_keys or {}
         self.stored = StoredAgentCache()
 
-    def roots(self) -> list[LoadedAgent]:
-        """The root agents, files and stored ones, sorted by slug."""
-        self.stored.refresh(set(self.trees))
-        slugs = sorted({*self.trees, *self.stored.slugs()})
-        return [tree.root for tree in (self.tree(slug) for slug in slugs) if tree is not None]
-
-    def get(self, slug: str) -> LoadedAgent | None:
-        """The root agent with ``slug``, or ``None``."""
-        tree = self.tree(slug)
-        return tree.root if tree else None
-
     def tree(self, slug: str) -> AgentTree | None:
         """The tree of root agent ``slug``: a file's, else the current stored version's, else ``None``."""
         tree = self.trees.get(slug)
@@ -69,6 +58,17 @@ class AgentRegistry:
             return None
         self.stored.refresh(set(self.trees))
         return self.stored.info(slug)
+
+    def roots(self) -> list[LoadedAgent]:
+        """The root agents, files and stored ones, sorted by slug."""
+        self.stored.refresh(set(self.trees))
+        slugs = sorted({*self.trees, *self.stored.slugs()})
+        return [tree.root for tree in (self.tree(slug) for slug in slugs) if tree is not None]
+
+    def get(self, slug: str) -> LoadedAgent | None:
+        """The root agent with ``slug``, or ``None``."""
+        tree = self.tree(slug)
+        return tree.root if tree else None
 
 
 _lock = threading.Lock()

@@ -302,6 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=int(os.environ.get("AGENTS_PORT", "8080")), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     serve.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")),
+        help="runs at once in the embedded worker; env AGENTS_WORKER_CONCURRENCY",
+    )
+    serve.add_argument(
         "--auth-tokens", metavar="FILE", help="bearer tokens by owner; turns authentication on; env AGENTS_AUTH_TOKENS"
     )
     serve.add_argument(
@@ -317,12 +323,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="origin allowed cross-origin requests (repeatable; '*' only without --auth-tokens);"
         " env AGENTS_CORS_ORIGINS, comma-separated",
-    )
-    serve.add_argument(
-        "--worker-concurrency",
-        type=int,
-        default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")),
-        help="runs at once in the embedded worker; env AGENTS_WORKER_CONCURRENCY",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -15,12 +15,11 @@ from sessions_app.apis import (
     SessionCollectionApi,
     SessionDetailApi,
     SessionMessagesApi,
-    SessionParamsApi,
     SessionPendingApi,
     SessionResumeApi,
-    SessionTokenApi,
 )
 from sessions_app.models import Session
+from sessions_app.owner_apis import SessionParamsApi, SessionTokenApi
 
 
 @require_GET
@@ -46,10 +45,10 @@ urlpatterns = [
     path("v1/sessions/<str:session_id>/resume", SessionResumeApi.as_view(), name="session-resume"),
     path("v1/sessions/<str:session_id>/pending", SessionPendingApi.as_view(), name="session-pending"),
     path("v1/sessions/<str:session_id>/events", sse.session_events, name="session-events"),
-    path("v1/sessions/<str:session_id>/params", SessionParamsApi.as_view(), name="session-params"),
-    path("v1/sessions/<str:session_id>/token", SessionTokenApi.as_view(), name="session-token"),
     path("v1/events", sse.all_events, name="events"),
     path("v1/continuations/<str:token>", ContinuationApi.as_view(), name="continuation"),
+    path("v1/sessions/<str:session_id>/params", SessionParamsApi.as_view(), name="session-params"),
+    path("v1/sessions/<str:session_id>/token", SessionTokenApi.as_view(), name="session-token"),
     path("admin/", admin.site.urls),
 ]
 

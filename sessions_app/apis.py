@@ -6,19 +6,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.access import can_see, principal_of
 from agentsite.api import json_object_body, parse_uuid, wait_params
-from agentsite.auth import new_session_token
 from agentsite.errors import bad_request, unknown_session, unknown_token
 from sessions_app import document as doc
 from sessions_app import selectors, services
-from sessions_app.models import Continuation, Session
+from sessions_app.models import Session
+from sessions_app.owner_apis import caller, issue_session_token, require_visible, require_visible_token
 from sessions_app.serializers import (
     ContinuationSerializer,
     ErrorSerializer,
@@ -67,12 +65,6 @@ def _media(data: dict[str, Any]) -> list[dict[str, Any]]:
     return doc.media_from_api(data.get("media") or [])
 
 
-def _require_visible(request: Request, session_id: uuid.UUID) -> None:
-    """404 ``unknown_session`` unless the caller may see the session (spec §5.2)."""
-    if not can_see(principal_of(request), session_id):
-        raise unknown_session(session_id)
-
-
 class SessionCollectionApi(APIView):
     """``GET /v1/sessions`` (list) and ``POST /v1/sessions`` (create)."""
 
@@ -99,7 +91,7 @@ class SessionCollectionApi(APIView):
         parent = None
         if params.get("parent"):
             parent = _session_id(params["parent"])
-            _require_visible(request, parent)
+            require_visible(request, parent)
         try:
             limit = int(params.get("limit", "50"))
         except ValueError as exc:
@@ -120,7 +112,7 @@ class SessionCollectionApi(APIView):
             parent=parent,
             limit=limit,
             before=before,
-            owner=principal_of(request).owner,
+            owner=caller(request).owner,
         )
         return Response(
             {"sessions": [selectors.meta_view(s) for s in rows], "next_before": selectors.rfc3339(next_before)}
@@ -135,10 +127,10 @@ class SessionCollectionApi(APIView):
     def post(self, request: Request) -> Response:
         """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
         data = validated(SessionCreateSerializer, json_object_body(request))
-        principal = principal_of(request)
+        principal = caller(request)
         if (data.get("seal") or data.get("session_token")) and principal.kind == "anonymous":
             raise bad_request("seal and session_token need authentication, which this server does not have enabled")
-        session_token, token_digest = new_session_token() if data.get("session_token") else (None, None)
+        session_token, token_digest = issue_session_token(bool(data.get("session_token")))
         prompt = data.get("prompt")
         media = _media(data)
         alias = data.get("message")
@@ -148,7 +140,7 @@ class SessionCollectionApi(APIView):
         parent_id = None
         if data.get("parent"):
             parent_id = _session_id(data["parent"])
-            _require_visible(request, parent_id)
+            require_visible(request, parent_id)
         wait_params(request)
         session = services.session_create(
             agent_slug=data["agent"],
@@ -246,40 +238,6 @@ class ContinuationApi(APIView):
             raise bad_request("result: This field is required.")
         data = validated(ContinuationSerializer, body)
         wait_params(request)
-        # another owner's token is answered as a missing one (spec §5.2)
-        owning = Continuation.objects.filter(pk=parsed).values_list("session_id", flat=True).first()
-        if owning is not None and not can_see(principal_of(request), owning):
-            raise unknown_token(parsed)
+        require_visible_token(request, parsed)
         session = services.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
         return _answer(request, session)
-
-
-class SessionParamsApi(APIView):
-    """``PUT /v1/sessions/:id/params`` (spec §1.2 #21; owner only, sealed or not)."""
-
-    @extend_schema(
-        operation_id="setSessionParams",
-        request=OpenApiTypes.OBJECT,
-        description='A bare object of name -> value, or {"params": {...}}; null clears a value.',
-        responses={200: SessionViewSerializer, 403: ErrorSerializer, 422: ErrorSerializer, **ERRORS},
-    )
-    def put(self, request: Request, session_id: str) -> Response:
-        """Merge session-scope parameter values into the session; starts no run."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
-        body = json_object_body(request)
-        # DECISIONS 9: an object whose only key is "params", holding an object, is the wrapped form
-        params = body["params"] if set(body) == {"params"} and isinstance(body["params"], dict) else body
-        session = services.session_params_put(session_id=sid, params=params)
-        return Response(selectors.session_view(session))
-
-
-class SessionTokenApi(APIView):
-    """``DELETE /v1/sessions/:id/token`` (spec §1.2 #22; owner only)."""
-
-    @extend_schema(operation_id="revokeSessionToken", responses={200: SessionViewSerializer, 404: ErrorSerializer})
-    def delete(self, request: Request, session_id: str) -> Response:
-        """Revoke the session token: it answers 401 from now on."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
-        return Response(selectors.session_view(services.session_token_revoke(session_id=sid)))

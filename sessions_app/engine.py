@@ -83,10 +83,10 @@ def step(
         document: the session document (not modified).
         agent: the session's runtime agent.
         session_id: the session's id (for the ``AGENT_*`` tool environment).
-        owner: the session's owner, whose keys file (if any) the LLM call uses.
         on_text_delta: called with each streamed piece of the LLM's text, when streaming.
         on_tool_event: called as ``on_tool_event(kind, **payload)`` when a tool call starts
             (``tool.started``) and ends (``tool.completed`` or ``tool.failed``).
+        owner: the session's owner, whose keys file (if any) the LLM call uses.
     Returns:
         The new document and the continuations of newly deferred calls.
     Raises:

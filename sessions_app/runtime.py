@@ -1,8 +1,8 @@
 """Runtime agents: a loaded agent with its tools, policy and API keys, built once per version.
 
 Building an agent runs every bash tool's ``describe``, so the result is cached per slug: for the
-life of the process for a file agent (files are not reloaded while serving), until a new version
-is stored for a stored agent (its tree, as the registry gives it, is then a new object).
+life of the process for a file agent (agent files are not reloaded while serving), until a newer
+version of it or of one of its helpers is stored for a stored agent.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ class RuntimeAgent:
         loaded: the agent as loaded from its file.
         toolset: its tools (wire names -> tools).
         policy: its tool-call policy (spec/sessions.md §3.1).
-        api_key: the key for its ``apiKeyId`` in the shared keys file, or ``None`` (no
-            Authorization header).
+        api_key: the key for its ``apiKeyId``, or ``None`` (no Authorization header).
         owner_api_keys: owner -> keys, from ``--owner-api-keys`` (see :meth:`api_key_for`).
     """
 
@@ -42,7 +41,7 @@ class RuntimeAgent:
         """The key a session of ``owner`` calls the LLM with (spec/server-api.md §5.5).
 
         An owner with a keys file of their own uses that file only (a key id missing from it
-        means no key); other owners, and sessions without one, use the shared file.
+        means no key); other owners, and sessions without one, use the shared file (``api_key``).
         """
         keys = self.owner_api_keys.get(owner) if owner is not None else None
         if keys is None:
@@ -69,26 +68,27 @@ class RuntimeAgent:
 
 
 _lock = threading.Lock()
-#: slug -> (the tree it was built from, the runtime agent)
-_cache: dict[str, tuple[AgentTree, RuntimeAgent]] = {}
+_cache: dict[str, RuntimeAgent] = {}
+#: slug -> the stored agent's tree its cached runtime agent was built from (file agents have none)
+_built_from: dict[str, AgentTree] = {}
 
 
 def runtime_agent(slug: str) -> RuntimeAgent:
-    """The runtime agent for a root ``slug``, built on first use of its current version.
+    """The runtime agent for a root ``slug``, built on first use.
 
     Raises:
         ApiError: 404 ``unknown_agent`` when no root agent has that slug.
         tools_app.toolset.ToolBuildError: the agent's tools cannot be built.
     """
-    registry = get_registry()
-    tree = registry.tree(slug)
-    if tree is None:
-        raise unknown_agent(slug)
+    _forget_if_stale(slug)
     with _lock:
         cached = _cache.get(slug)
-        if cached is not None and cached[0] is tree:
-            return cached[1]
-        loaded = tree.root
+        if cached is not None:
+            return cached
+        registry = get_registry()
+        loaded = registry.get(slug)
+        if loaded is None:
+            raise unknown_agent(slug)
         agent = RuntimeAgent(
             loaded=loaded,
             toolset=build_toolset(loaded),
@@ -96,11 +96,30 @@ def runtime_agent(slug: str) -> RuntimeAgent:
             api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
             owner_api_keys=registry.owner_api_keys,
         )
-        _cache[slug] = (tree, agent)
+        _cache[slug] = agent
         return agent
+
+
+def _forget_if_stale(slug: str) -> None:
+    """Drop the cached runtime agent of a stored agent once another version of its tree is stored.
+
+    The registry's lookup is the freshness check (one query while nothing changed). File agents
+    never change while serving and are not looked at.
+    """
+    registry = get_registry()
+    if slug in registry.trees:
+        return
+    tree = registry.tree(slug)
+    with _lock:
+        if _built_from.get(slug) is not tree:
+            _cache.pop(slug, None)
+            _built_from.pop(slug, None)
+            if tree is not None:
+                _built_from[slug] = tree
 
 
 def reset_runtime_agents() -> None:
     """Forget every built agent (tests and the CLI, after installing a new registry)."""
     with _lock:
         _cache.clear()
+        _built_from.clear()
