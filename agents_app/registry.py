@@ -38,12 +38,16 @@ class AgentRegistry:
         self.owner_api_keys = owner_api_keys or {}
         self.stored = StoredAgentCache()
 
+    def file_slugs(self) -> set[str]:
+        """Every slug an agent file defines, helpers included: no stored agent may take one."""
+        return {slug for tree in self.trees.values() for slug in tree.agents}
+
     def tree(self, slug: str) -> AgentTree | None:
         """The tree of root agent ``slug``: a file's, else the current stored version's, else ``None``."""
         tree = self.trees.get(slug)
         if tree is not None:
             return tree
-        self.stored.refresh(set(self.trees))
+        self.stored.refresh(self.file_slugs())
         return self.stored.tree(slug)
 
     def source(self, slug: str) -> str | None:
@@ -56,12 +60,12 @@ class AgentRegistry:
         """The stored contents and metadata of a stored agent, ``None`` for others."""
         if slug in self.trees:
             return None
-        self.stored.refresh(set(self.trees))
+        self.stored.refresh(self.file_slugs())
         return self.stored.info(slug)
 
     def roots(self) -> list[LoadedAgent]:
         """The root agents, files and stored ones, sorted by slug."""
-        self.stored.refresh(set(self.trees))
+        self.stored.refresh(self.file_slugs())
         slugs = sorted({*self.trees, *self.stored.slugs()})
         return [tree.root for tree in (self.tree(slug) for slug in slugs) if tree is not None]
 

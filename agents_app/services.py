@@ -55,7 +55,7 @@ def _check_helpers(slug: str, helpers: list[str], graph: dict[str, list[str]]) -
     Raises:
         ApiError: 400 ``unknown_helper``; 400 ``helper_cycle``.
     """
-    file_slugs = set(get_registry().trees)
+    file_slugs = get_registry().file_slugs()
     unknown = [helper for helper in helpers if helper != slug and helper not in graph]
     if unknown:
         named = ", ".join(repr(h) for h in unknown)
@@ -114,7 +114,7 @@ def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
             400 ``agent_failed_to_load`` (missing files, tools that do not load).
     """
     contents, files = stored.split_body(slug, body)
-    if slug in get_registry().trees:
+    if slug in get_registry().file_slugs():
         raise defined_by_file(slug)
     stored.check_file_only_keys(contents)
     stored.check_paths(contents, files)
@@ -140,7 +140,7 @@ def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tupl
     slug = prepared.slug
     with transaction.atomic():
         generation, _ = StoredAgentsGeneration.objects.select_for_update().get_or_create(pk=1)
-        if slug in get_registry().trees:
+        if slug in get_registry().file_slugs():
             raise defined_by_file(slug)
         _check_helpers(slug, prepared.helpers, _helper_graph())
         now = db_now()
@@ -192,7 +192,7 @@ def stored_agent_delete(slug: str) -> StoredAgent:
         generation, _ = StoredAgentsGeneration.objects.select_for_update().get_or_create(pk=1)
         row = StoredAgent.objects.filter(pk=slug).first()
         if row is None:
-            if slug in get_registry().trees:
+            if slug in get_registry().file_slugs():
                 raise defined_by_file(slug)
             raise unknown_agent(slug)
         dependents = stored_agent_dependents(slug)

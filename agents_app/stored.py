@@ -271,7 +271,7 @@ class StoredAgentCache:
     def refresh(self, file_slugs: set[str]) -> None:
         """Reload what changed since the last look (one query when nothing did).
 
-        A slug an agent file defines is skipped (the file wins), and so is an agent whose helpers
+        A slug an agent file defines (a root or a helper) is skipped (the file wins), and so is an agent whose helpers
         cannot be resolved: both are logged as ``agents.stored_skipped``. A version that fails to
         load keeps the previous one, logged as ``agents.stored_reload_failed``.
         """

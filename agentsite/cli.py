@@ -96,7 +96,7 @@ def _load_agents_or_exit() -> None:
     set_registry(registry)
     reset_runtime_agents()
     # stored agents after the files (spec/server-api.md §0 step 3); skipped ones are logged
-    registry.stored.refresh(set(registry.trees))
+    registry.stored.refresh(registry.file_slugs())
     for agent in registry.roots():
         try:
             built = runtime_agent(agent.spec.slug)

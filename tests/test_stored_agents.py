@@ -65,7 +65,8 @@ def setup(
     tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
 ) -> Iterator[tuple[Server, MockLlmServer]]:
     llm = llm_server(SCRIPT)
-    plain = write_agent(tmp_path, "plain", llm.url)
+    write_agent(tmp_path, "filehelper", llm.url)
+    plain = write_agent(tmp_path, "plain", llm.url, extraAgents=[{"slug": "filehelper", "path": "./filehelper.json"}])
     server = start_server([plain], extra_args=["--auth-tokens", str(write_tokens(tmp_path)), "--admin-owners", "root"])
     yield server, llm
 
@@ -190,6 +191,7 @@ def test_every_refusal_leaves_the_stored_agents_alone(setup: tuple[Server, MockL
     put_refused(400, "bad_request", {"tag": "SomethingElse", "contents": good})
     # file agents own their slugs
     put_refused(409, "agent_defined_by_file", good, slug="plain")
+    put_refused(409, "agent_defined_by_file", good, slug="filehelper")
     refused(server, "DELETE", "/v1/agents/plain", 409, "agent_defined_by_file", headers=root)
     refused(server, "DELETE", "/v1/agents/ghost", 404, "unknown_agent", headers=root)
     # toolboxes that read the server's files, and helpers by path
@@ -229,6 +231,7 @@ def test_every_refusal_leaves_the_stored_agents_alone(setup: tuple[Server, MockL
     # helpers must be stored agents (not file agents)
     put_refused(400, "unknown_helper", {**good, "extraAgents": [{"slug": "ghost"}]})
     put_refused(400, "unknown_helper", {**good, "extraAgents": [{"slug": "plain"}]})
+    put_refused(400, "unknown_helper", {**good, "extraAgents": [{"slug": "filehelper"}]})
     put_refused(400, "helper_cycle", {**good, "extraAgents": [{"slug": "kept"}]})
     # the agent still works as it was stored
     assert _tool_output(_run(server, "kept")) == "v1:HELLO THERE"
