@@ -7,7 +7,8 @@ slug, and cycles are refused.
 
 Loading writes the files to a fresh directory (every file executable) and resolves the agent's
 paths from there. The directory lives as long as that version's :class:`LoadedAgent`: it is
-removed when the last run using the version lets go of it, and at exit.
+removed when the last run using the version lets go of it, and at exit; directories left by a
+process that died are removed by the next one to start.
 
 :class:`StoredAgentCache` is one process's view of the stored agents, refreshed when the
 generation counter in the database moves, so that every server and worker sees an edit at once.
@@ -15,7 +16,9 @@ generation counter in the database moves, so that every server and worker sees a
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -195,9 +198,52 @@ def find_cycle(slug: str, helpers: list[str], graph: dict[str, list[str]]) -> li
     return None
 
 
+#: Every version directory of this process lives in one directory named after the process.
+PROCESS_DIR_PREFIX = "agents-stored-"
+_process_dir: Path | None = None
+_process_dir_lock = threading.Lock()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_directories(parent: Path) -> list[Path]:
+    """Remove the stored-agent directories of processes that are gone; return what was removed.
+
+    A process normally removes its own (each version's when released, the rest at exit), but one
+    that is killed, or that leaves with ``os._exit``, cannot.
+    """
+    removed = []
+    for candidate in parent.glob(f"{PROCESS_DIR_PREFIX}*-*"):
+        pid = candidate.name.removeprefix(PROCESS_DIR_PREFIX).split("-", 1)[0]
+        if candidate.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(candidate, ignore_errors=True)
+            removed.append(candidate)
+    return removed
+
+
+def process_directory() -> Path:
+    """This process's directory for stored agents' files, made (and stale ones swept) on first use."""
+    global _process_dir
+    with _process_dir_lock:
+        if _process_dir is None:
+            parent = Path(tempfile.gettempdir())
+            sweep_stale_directories(parent)
+            _process_dir = Path(tempfile.mkdtemp(prefix=f"{PROCESS_DIR_PREFIX}{os.getpid()}-", dir=parent))
+            atexit.register(shutil.rmtree, _process_dir, True)
+        return _process_dir
+
+
 def materialize(slug: str, files: dict[str, str]) -> Path:
     """Write ``files`` to a fresh directory, every file executable; return the directory."""
-    directory = Path(tempfile.mkdtemp(prefix=f"agents-stored-{slug}-"))
+    directory = Path(tempfile.mkdtemp(prefix=f"{slug}-", dir=process_directory()))
     for name, text in files.items():
         target = directory / PurePosixPath(name)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,11 @@ version directories go away with their versions, and the path and cycle rules.""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +88,16 @@ def test_path_and_cycle_rules() -> None:
     assert stored.find_cycle("c", ["d"], graph) == ["c", "d", "a", "b", "c"]
     assert stored.find_cycle("c", ["c"], graph) == ["c", "c"]
     assert stored.find_cycle("e", ["a", "d"], graph) is None
+
+
+def test_directories_of_dead_processes_are_swept(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = tmp_path / f"{stored.PROCESS_DIR_PREFIX}{gone.pid}-abc"
+    (stale / "shouter-x" / "tools").mkdir(parents=True)
+    alive = tmp_path / f"{stored.PROCESS_DIR_PREFIX}{os.getppid()}-def"
+    alive.mkdir()
+    assert stored.sweep_stale_directories(tmp_path) == [stale]
+    assert not stale.exists() and alive.exists()
+    # this process's own directory holds its versions
+    assert stored.materialize("x", {"a": "b"}).parent == stored.process_directory()
