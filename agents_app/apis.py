@@ -1,17 +1,25 @@
-"""``GET /v1/agents`` and ``GET /v1/agents/:slug`` (spec/server-api.md §1.1 #4-5, §1.3)."""
+"""``/v1/agents``: list and read agents; store and delete agents for admin owners.
+
+Implements spec/server-api.md §1.1 #4-7, §1.3 (AgentDescriptor) and §6 (stored agents).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents_app import services
+from agents_app.loader import LoadedAgent
 from agents_app.registry import get_registry
+from agentsite.access import forbidden, principal_of
 from agentsite.errors import unknown_agent
+from tools_app.toolset import ToolSet
 
 
 class AgentDescriptorSerializer(serializers.Serializer):
@@ -25,6 +33,9 @@ class AgentDescriptorSerializer(serializers.Serializer):
     parameters = serializers.JSONField()
     helpers = serializers.ListField(child=serializers.CharField())
     source = serializers.ChoiceField(choices=["file", "database"])
+    config = serializers.JSONField(required=False, help_text="stored agents: the contents with 'files'")
+    updated_at = serializers.DateTimeField(required=False, help_text="stored agents")
+    updated_by = serializers.CharField(required=False, allow_null=True, help_text="stored agents")
 
 
 def agent_descriptor(slug: str) -> dict[str, Any]:
@@ -36,11 +47,18 @@ def agent_descriptor(slug: str) -> dict[str, Any]:
     from sessions_app.runtime import runtime_agent
 
     agent = runtime_agent(slug)
-    spec = agent.loaded.spec
-    return {
+    return _descriptor(agent.loaded, agent.toolset)
+
+
+def _descriptor(loaded: LoadedAgent, toolset: ToolSet) -> dict[str, Any]:
+    """The AgentDescriptor of a loaded agent and its tools; stored agents add their config."""
+    from sessions_app.selectors import rfc3339
+
+    spec = loaded.spec
+    descriptor = {
         "slug": spec.slug,
         "description": spec.announce,
-        "tools": [tool.name for tool in agent.toolset.tools],
+        "tools": [tool.name for tool in toolset.tools],
         "model": {"name": spec.modelName, "url": spec.modelUrl, "flavor": spec.flavor},
         "prompt": spec.system_prompt_text(),
         "parameters": [
@@ -55,9 +73,27 @@ def agent_descriptor(slug: str) -> dict[str, Any]:
             }
             for p in spec.parameters
         ],
-        "helpers": list(agent.loaded.helper_slugs),
+        "helpers": list(loaded.helper_slugs),
         "source": "file",
     }
+    info = get_registry().stored_info(spec.slug)
+    if info is not None:
+        descriptor.update(
+            source="database", config=info.config(), updated_at=rfc3339(info.updated_at), updated_by=info.updated_by
+        )
+    return descriptor
+
+
+def _require_admin(request: Request) -> str:
+    """The admin owner making a stored-agent edit (spec §6: editing is off without admin owners).
+
+    Raises:
+        ApiError: 403 ``forbidden`` for anyone else, and for everyone without authentication.
+    """
+    principal = principal_of(request)
+    if not principal.admin or principal.owner is None:
+        raise forbidden("storing and deleting agents is for admin owners (--admin-owners)")
+    return principal.owner
 
 
 class AgentListApi(APIView):
@@ -70,7 +106,7 @@ class AgentListApi(APIView):
 
 
 class AgentDetailApi(APIView):
-    """``GET /v1/agents/:slug``."""
+    """``GET``, ``PUT`` and ``DELETE /v1/agents/:slug``."""
 
     @extend_schema(operation_id="getAgent", responses={200: AgentDescriptorSerializer})
     def get(self, request: Request, slug: str) -> Response:
@@ -78,3 +114,26 @@ class AgentDetailApi(APIView):
         if get_registry().get(slug) is None:
             raise unknown_agent(slug)
         return Response(agent_descriptor(slug))
+
+    @extend_schema(
+        operation_id="putAgent",
+        request=OpenApiTypes.OBJECT,
+        description="The agent's contents plus an optional 'files' object (relative path -> text). Admin owners.",
+        responses={200: AgentDescriptorSerializer, 201: AgentDescriptorSerializer},
+    )
+    def put(self, request: Request, slug: str) -> Response:
+        """Store an agent: 201 the first time, 200 when it replaces the stored one."""
+        owner = _require_admin(request)
+        prepared, _, created = services.stored_agent_put(slug, request.data, updated_by=owner)
+        return Response(_descriptor(prepared.loaded, prepared.toolset), status=201 if created else 200)
+
+    @extend_schema(operation_id="deleteAgent", responses={200: AgentDescriptorSerializer})
+    def delete(self, request: Request, slug: str) -> Response:
+        """Delete a stored agent; the answer is its descriptor as it was."""
+        _require_admin(request)
+        before = agent_descriptor(slug) if get_registry().source(slug) == "database" else None
+        row = services.stored_agent_delete(slug)
+        if before is None:
+            # stored but not usable in this process (e.g. skipped): what was stored is all there is
+            before = {"slug": row.slug, "source": "database", "config": {**row.contents, "files": row.files}}
+        return Response(before)

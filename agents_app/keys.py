@@ -120,3 +120,28 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, int | float):
         return "a number"
     return "a string"
+
+
+def load_owner_api_keys(entries: list[str]) -> dict[str, dict[str, str]]:
+    """Read the ``--owner-api-keys OWNER=FILE`` entries (spec/server-api.md §5.5).
+
+    Each owner's file replaces the shared keys file for that owner's sessions: there is no merge.
+
+    Args:
+        entries: ``"OWNER=FILE"`` strings (the owner is everything before the first ``=``).
+    Returns:
+        owner -> (key id -> secret).
+    Raises:
+        ApiKeysError: an entry without ``OWNER=``, an owner given twice, or a file that
+            :func:`load_api_keys` refuses.
+    """
+    owners: dict[str, dict[str, str]] = {}
+    for entry in entries:
+        owner, separator, path = entry.partition("=")
+        owner = owner.strip()
+        if not separator or not owner or not path.strip():
+            raise ApiKeysError(f"--owner-api-keys {entry!r}: expected OWNER=FILE")
+        if owner in owners:
+            raise ApiKeysError(f"--owner-api-keys: owner {owner!r} is given twice")
+        owners[owner] = load_api_keys(path.strip())
+    return owners

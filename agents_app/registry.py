@@ -1,7 +1,9 @@
-"""The agents this process serves: the agent files named in settings, loaded once.
+"""The agents this process serves: the agent files named in settings, then the stored agents.
 
 Each process (server or worker) loads the same files (``AGENTS_AGENT_FILES``), so every process
 agrees on the agents without sharing memory (spec/server-api.md §0 startup order, step 3).
+Stored agents (§6) come from the database and are checked for changes on every lookup of a slug
+that no file defines, so an edit made through one process is used by all of them at once.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import threading
 
 from django.conf import settings
 
-from agents_app.keys import load_api_keys
+from agents_app.keys import load_api_keys, load_owner_api_keys
 from agents_app.loader import AgentTree, LoadedAgent, load_agent_files
+from agents_app.stored import StoredAgentCache, StoredInfo
 
 
 class AgentRegistry:
@@ -20,19 +23,55 @@ class AgentRegistry:
     Args:
         trees: root slug -> :class:`AgentTree`, as :func:`load_agent_files` returns.
         api_keys: key id -> secret, from the API keys file.
+        owner_api_keys: owner -> (key id -> secret), from ``--owner-api-keys``: these replace
+            ``api_keys`` for that owner's sessions (spec/server-api.md §5.5).
     """
 
-    def __init__(self, trees: dict[str, AgentTree], api_keys: dict[str, str]) -> None:
+    def __init__(
+        self,
+        trees: dict[str, AgentTree],
+        api_keys: dict[str, str],
+        owner_api_keys: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.trees = trees
         self.api_keys = api_keys
+        self.owner_api_keys = owner_api_keys or {}
+        self.stored = StoredAgentCache()
+
+    def file_slugs(self) -> set[str]:
+        """Every slug an agent file defines, helpers included: no stored agent may take one."""
+        return {slug for tree in self.trees.values() for slug in tree.agents}
+
+    def tree(self, slug: str) -> AgentTree | None:
+        """The tree of root agent ``slug``: a file's, else the current stored version's, else ``None``."""
+        tree = self.trees.get(slug)
+        if tree is not None:
+            return tree
+        self.stored.refresh(self.file_slugs())
+        return self.stored.tree(slug)
+
+    def source(self, slug: str) -> str | None:
+        """``"file"`` or ``"database"`` for a known root agent, else ``None``."""
+        if slug in self.trees:
+            return "file"
+        return "database" if self.tree(slug) is not None else None
+
+    def stored_info(self, slug: str) -> StoredInfo | None:
+        """The stored contents and metadata of a stored agent, ``None`` for others."""
+        if slug in self.trees:
+            return None
+        self.stored.refresh(self.file_slugs())
+        return self.stored.info(slug)
 
     def roots(self) -> list[LoadedAgent]:
-        """The root agents, sorted by slug."""
-        return [self.trees[slug].root for slug in sorted(self.trees)]
+        """The root agents, files and stored ones, sorted by slug."""
+        self.stored.refresh(self.file_slugs())
+        slugs = sorted({*self.trees, *self.stored.slugs()})
+        return [tree.root for tree in (self.tree(slug) for slug in slugs) if tree is not None]
 
     def get(self, slug: str) -> LoadedAgent | None:
         """The root agent with ``slug``, or ``None``."""
-        tree = self.trees.get(slug)
+        tree = self.tree(slug)
         return tree.root if tree else None
 
     def find(self, slug: str) -> LoadedAgent | None:
@@ -59,10 +98,14 @@ def load_registry_from_settings() -> AgentRegistry:
 
     Raises:
         agents_app.loader.AgentLoadError: an agent file fails to load.
-        agents_app.keys.ApiKeysError: the keys file is missing or malformed.
+        agents_app.keys.ApiKeysError: a keys file (shared or an owner's) is missing or malformed.
     """
     config = settings.AGENTS
-    return AgentRegistry(load_agent_files(config["AGENT_FILES"]), load_api_keys(config["API_KEYS_FILE"] or None))
+    return AgentRegistry(
+        load_agent_files(config["AGENT_FILES"]),
+        load_api_keys(config["API_KEYS_FILE"] or None),
+        load_owner_api_keys(config["OWNER_API_KEYS"]),
+    )
 
 
 def get_registry() -> AgentRegistry:

@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels."""
+"""ASGI entry point: HTTP through Django (static files for the admin included), websockets through Channels."""
 
 from __future__ import annotations
 
@@ -11,19 +11,24 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_application = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from agentsite.access import WebsocketAccess  # noqa: E402
 from sessions_app.consumers import EventsConsumer, NotFoundConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
-        "websocket": URLRouter(
-            [
-                path("v1/ws/sessions/<str:session_id>", EventsConsumer.as_asgi()),
-                path("v1/ws/events", EventsConsumer.as_asgi()),
-                re_path(r".*", NotFoundConsumer.as_asgi()),
-            ]
+        # the admin's stylesheets and scripts are served by the app itself: there is no other web server
+        "http": ASGIStaticFilesHandler(django_application),
+        "websocket": WebsocketAccess(
+            URLRouter(
+                [
+                    path("v1/ws/sessions/<str:session_id>", EventsConsumer.as_asgi()),
+                    path("v1/ws/events", EventsConsumer.as_asgi()),
+                    re_path(r".*", NotFoundConsumer.as_asgi()),
+                ]
+            )
         ),
     }
 )

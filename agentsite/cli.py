@@ -36,6 +36,14 @@ def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--api-keys", metavar="FILE", help="LLM API keys file; env AGENTS_API_KEYS")
     parser.add_argument(
+        "--owner-api-keys",
+        action="append",
+        default=None,
+        metavar="OWNER=FILE",
+        help="LLM keys file for one owner's sessions (repeatable); env AGENTS_OWNER_API_KEYS, entries separated"
+        " by os.pathsep",
+    )
+    parser.add_argument(
         "--db",
         metavar="FILE|URL",
         help="SQLite file or postgres:// URL; env DATABASE_URL; default ./agents-server.db",
@@ -48,6 +56,13 @@ def _apply_agent_flags(args: argparse.Namespace) -> None:
         os.environ["AGENTS_AGENT_FILES"] = os.pathsep.join(str(Path(p).resolve()) for p in args.agent_file)
     if args.api_keys:
         os.environ["AGENTS_API_KEYS"] = str(Path(args.api_keys).resolve())
+    if args.owner_api_keys:
+        entries = []
+        for entry in args.owner_api_keys:
+            owner, separator, path = entry.partition("=")
+            # a malformed entry is passed on as it is, to be refused with the others at load
+            entries.append(f"{owner}={Path(path).resolve()}" if separator and path else entry)
+        os.environ["AGENTS_OWNER_API_KEYS"] = os.pathsep.join(entries)
     if args.db:
         os.environ["DATABASE_URL"] = _db_url(args.db)
     elif "DATABASE_URL" not in os.environ:
@@ -80,6 +95,8 @@ def _load_agents_or_exit() -> None:
         raise SystemExit(2) from error
     set_registry(registry)
     reset_runtime_agents()
+    # stored agents after the files (spec/server-api.md §0 step 3); skipped ones are logged
+    registry.stored.refresh(registry.file_slugs())
     for agent in registry.roots():
         try:
             built = runtime_agent(agent.spec.slug)
@@ -129,9 +146,40 @@ def start_embedded_worker(concurrency: int) -> Any:
     return worker
 
 
+def _apply_auth_flags(args: argparse.Namespace) -> None:
+    """Turn the authentication flags of ``serve`` into the environment variables the settings read."""
+    if args.auth_tokens:
+        os.environ["AGENTS_AUTH_TOKENS"] = str(Path(args.auth_tokens).resolve())
+    if args.admin_owners:
+        os.environ["AGENTS_ADMIN_OWNERS"] = ",".join(args.admin_owners)
+    if args.cors_origin:
+        os.environ["AGENTS_CORS_ORIGINS"] = ",".join(args.cors_origin)
+
+
+def _auth_config_or_exit() -> Any:
+    """Check the authentication flags together (spec/server-api.md §0); exit 2 naming the problem."""
+    from django.conf import settings
+
+    from agentsite.auth import AuthConfigError, auth_config
+
+    try:
+        config = auth_config()
+    except AuthConfigError as error:
+        print(f"agents serve: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
+    if settings.AGENTS["OWNER_API_KEYS"] and not config.enabled:
+        print("agents serve: --owner-api-keys needs --auth-tokens", file=sys.stderr)
+        raise SystemExit(2)
+    known = {owner for _, owner in config.digests}
+    for owner in sorted(config.admin_owners - known):
+        log.warning("admin owner without a token", extra={"kind": "auth.unknown_admin_owner", "owner": owner})
+    return config
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Migrate, load the agents, start the embedded worker when configured, and serve HTTP."""
     _apply_agent_flags(args)
+    _apply_auth_flags(args)
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
     _setup_django()
@@ -139,7 +187,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from django.core.management import call_command
 
     from agents_app.registry import get_registry
+    from agentsite.auth import describe_for_log
 
+    auth = _auth_config_or_exit()
     call_command("migrate", interactive=False, verbosity=0)
     _load_agents_or_exit()
     _recover(all_claimed=settings.EMBEDDED_WORKER)
@@ -149,7 +199,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "server started",
         extra={
             "kind": "server.started",
-            "authentication": "none",
+            **describe_for_log(auth),
             "bind": args.bind,
             "port": args.port,
             "db": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
@@ -269,6 +319,23 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")),
         help="runs at once in the embedded worker; env AGENTS_WORKER_CONCURRENCY",
+    )
+    serve.add_argument(
+        "--auth-tokens", metavar="FILE", help="bearer tokens by owner; turns authentication on; env AGENTS_AUTH_TOKENS"
+    )
+    serve.add_argument(
+        "--admin-owners",
+        type=lambda value: [o.strip() for o in value.split(",") if o.strip()],
+        metavar="OWNER,...",
+        help="owners allowed scope=all streams and stored-agent edits (needs --auth-tokens); env AGENTS_ADMIN_OWNERS",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="origin allowed cross-origin requests (repeatable; '*' only without --auth-tokens);"
+        " env AGENTS_CORS_ORIGINS, comma-separated",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -27,6 +27,11 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in line:
                 line[key] = value
+        if "request" in line:
+            # Django adds the request to its error records; its text would carry the query string,
+            # where access tokens travel (spec/server-api.md §4.3): keep the method and path only
+            request = line["request"]
+            line["request"] = f"{getattr(request, 'method', '')} {getattr(request, 'path', '')}".strip()
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)

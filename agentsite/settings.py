@@ -38,7 +38,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # first, so that preflights, origin refusals and every other answer get the CORS headers
+    "agentsite.access.CorsMiddleware",
     "agentsite.middleware.BodyLimitMiddleware",
+    "agentsite.access.AuthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -135,6 +138,14 @@ AGENTS = {
     "SSE_KEEPALIVE_SECONDS": env.float("AGENTS_SSE_KEEPALIVE_SECONDS", default=15.0),
     # Events older than this many seconds are pruned (replays from before them are unavailable).
     "EVENT_RETENTION_SECONDS": env.float("AGENTS_EVENT_RETENTION_SECONDS", default=24 * 3600.0),
+    # Bearer tokens file (spec/server-api.md §5.1); empty: authentication off.
+    "AUTH_TOKENS_FILE": env("AGENTS_AUTH_TOKENS", default=""),
+    # Owners allowed scope=all event streams and stored-agent edits (comma-separated).
+    "ADMIN_OWNERS": [o.strip() for o in env("AGENTS_ADMIN_OWNERS", default="").split(",") if o.strip()],
+    # Origins answered with CORS headers and let through the origin check (comma-separated).
+    "CORS_ORIGINS": [o.strip() for o in env("AGENTS_CORS_ORIGINS", default="").split(",") if o.strip()],
+    # Per-owner LLM keys files, "OWNER=FILE" entries separated by os.pathsep.
+    "OWNER_API_KEYS": [e for e in env("AGENTS_OWNER_API_KEYS", default="").split(os.pathsep) if e.strip()],
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 

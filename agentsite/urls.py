@@ -24,6 +24,7 @@ from sessions_app.apis import (
     SessionResumeApi,
 )
 from sessions_app.models import Session
+from sessions_app.owner_apis import SessionParamsApi, SessionTokenApi
 
 
 @require_GET
@@ -60,6 +61,8 @@ urlpatterns = [
     ),
     path("v1/events", sse.all_events, name="events"),
     path("v1/continuations/<str:token>", ContinuationApi.as_view(), name="continuation"),
+    path("v1/sessions/<str:session_id>/params", SessionParamsApi.as_view(), name="session-params"),
+    path("v1/sessions/<str:session_id>/token", SessionTokenApi.as_view(), name="session-token"),
     path("admin/", admin.site.urls),
 ]
 

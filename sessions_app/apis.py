@@ -16,6 +16,7 @@ from agentsite.errors import bad_request, unknown_session, unknown_token
 from sessions_app import document as doc
 from sessions_app import mailbox, selectors, services
 from sessions_app.models import Session
+from sessions_app.owner_apis import caller, issue_session_token, require_visible, require_visible_token
 from sessions_app.serializers import (
     ContinuationSerializer,
     DeletionPlanSerializer,
@@ -98,7 +99,7 @@ class SessionCollectionApi(APIView):
         parent = None
         if params.get("parent"):
             parent = _session_id(params["parent"])
-            selectors.session_get(parent)
+            require_visible(request, parent)
         try:
             limit = int(params.get("limit", "50"))
         except ValueError as exc:
@@ -114,7 +115,12 @@ class SessionCollectionApi(APIView):
             if before.tzinfo is None:
                 raise bad_request("before must be an RFC 3339 timestamp with a time zone")
         rows, next_before = selectors.session_list(
-            agent=params.get("agent") or None, statuses=statuses, parent=parent, limit=limit, before=before
+            agent=params.get("agent") or None,
+            statuses=statuses,
+            parent=parent,
+            limit=limit,
+            before=before,
+            owner=caller(request).owner,
         )
         return Response(
             {"sessions": [selectors.meta_view(s) for s in rows], "next_before": selectors.rfc3339(next_before)}
@@ -129,8 +135,10 @@ class SessionCollectionApi(APIView):
     def post(self, request: Request) -> Response:
         """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
         data = validated(SessionCreateSerializer, json_object_body(request))
-        if data.get("seal") or data.get("session_token"):
+        principal = caller(request)
+        if (data.get("seal") or data.get("session_token")) and principal.kind == "anonymous":
             raise bad_request("seal and session_token need authentication, which this server does not have enabled")
+        session_token, token_digest = issue_session_token(bool(data.get("session_token")))
         prompt = data.get("prompt")
         media = _media(data)
         alias = data.get("message")
@@ -140,6 +148,7 @@ class SessionCollectionApi(APIView):
         parent_id = None
         if data.get("parent"):
             parent_id = _session_id(data["parent"])
+            require_visible(request, parent_id)
         wait_params(request)
         session = services.session_create(
             agent_slug=data["agent"],
@@ -147,8 +156,15 @@ class SessionCollectionApi(APIView):
             media=media,
             run=data["run"],
             parent_id=parent_id,
+            owner=principal.owner,
+            sealed=bool(data.get("seal")),
+            session_token_sha256=token_digest,
         )
-        return _answer(request, session, created=True)
+        response = _answer(request, session, created=True)
+        if session_token is not None:
+            # shown this once; only its digest is stored (spec §5.4)
+            response.data["session_token"] = session_token
+        return response
 
 
 class SessionDetailApi(APIView):
@@ -194,6 +210,7 @@ class SessionMessagesApi(APIView):
             media=_media(data),
             run=data["run"],
             interrupt=data["interrupt"],
+            owner=caller(request).owner,
         )
         return _answer(request, session)
 
@@ -213,7 +230,7 @@ class SessionResumeApi(APIView):
         selectors.session_get(sid)
         data = validated(ResumeSerializer, json_object_body(request))
         wait_params(request)
-        session = services.session_resume(session_id=sid, mode=data["mode"])
+        session = services.session_resume(session_id=sid, mode=data["mode"], owner=caller(request).owner)
         return _answer(request, session)
 
 
@@ -244,6 +261,7 @@ class ContinuationApi(APIView):
             raise bad_request("result: This field is required.")
         data = validated(ContinuationSerializer, body)
         wait_params(request)
+        require_visible_token(request, parsed)
         session = services.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
         return _answer(request, session)
 
@@ -262,7 +280,7 @@ class SessionMailApi(APIView):
             session_id=sid,
             body=body,
             priority=data["priority"],
-            sender={"tag": "user", "owner": None},
+            sender={"tag": "user", "owner": caller(request).owner},
             mail_id=data.get("id"),
         )
         return Response(receipt, status=202)
@@ -288,7 +306,7 @@ class SessionPauseApi(APIView):
         """Pause: the run stops at its next step and the session is stored ``paused``."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return _answer(request, services.session_pause(session_id=sid))
+        return _answer(request, services.session_pause(session_id=sid, owner=caller(request).owner))
 
 
 class SessionCancelApi(APIView):
@@ -299,7 +317,7 @@ class SessionCancelApi(APIView):
         """Stop the active run and its background calls; answers once the run has stopped."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        services.session_cancel(session_id=sid)
+        services.session_cancel(session_id=sid, owner=caller(request).owner)
         session = selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)
         return Response(selectors.meta_view(session))
 
@@ -314,7 +332,7 @@ class SessionCancelAttachedApi(APIView):
         """Cancel every attached tool call, without stopping the run."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return _answer(request, services.session_cancel_attached(session_id=sid))
+        return _answer(request, services.session_cancel_attached(session_id=sid, owner=caller(request).owner))
 
 
 class SessionForkApi(APIView):

@@ -15,9 +15,12 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from agentsite.access import can_see
+from agentsite.errors import ApiError
 from sessions_app import streams
 from sessions_app.models import Session
 from sessions_app.selectors import meta_view
+from sessions_app.sse import events_scope
 from sessions_app.streams import Scope
 
 
@@ -36,16 +39,21 @@ class EventsConsumer(AsyncWebsocketConsumer):
         except ValueError:
             await self.close(code=4400)
             return
-        if query.get("scope", ["all"])[0] not in ("owner", "all"):
-            await self.close(code=4400)
-            return
         session_id = self.scope["url_route"]["kwargs"].get("session_id")
+        # set by agentsite.access.WebsocketAccess, which has already refused unknown callers
+        principal = self.scope["agents_principal"]
         snapshot = None
-        scope = Scope(everyone=True)
-        if session_id is not None:
+        if session_id is None:
+            try:
+                scope = events_scope(principal, (query.get("scope") or [None])[0])
+            except ApiError as error:
+                await self.close(code=4000 + error.status)
+                return
+        else:
             sid = streams.session_uuid(session_id)
-            exists = sid is not None and await streams.in_db_thread(lambda: Session.objects.filter(pk=sid).exists())
-            if not exists:
+            # another owner's session is refused as a missing one
+            visible = sid is not None and await streams.in_db_thread(lambda: can_see(principal, sid))
+            if not visible:
                 await self.close(code=4404)
                 return
             scope = Scope(session_id=str(sid))

@@ -105,6 +105,7 @@ def step(
     signals: RunSignals | None = None,
     on_text_delta: Callable[[str], None] | None = None,
     on_tool_event: Callable[..., None] | None = None,
+    owner: str | None = None,
 ) -> StepResult:
     """Advance ``document`` by one step.
 
@@ -116,6 +117,7 @@ def step(
         on_text_delta: called with each streamed piece of the LLM's text, when streaming.
         on_tool_event: called as ``on_tool_event(kind, **payload)`` when a tool call starts
             (``tool.started``) and ends (``tool.completed`` or ``tool.failed``).
+        owner: the session's owner, whose keys file (if any) the LLM call uses.
     Returns:
         The new document, the continuations of newly deferred calls and the new background calls.
     Raises:
@@ -130,7 +132,7 @@ def step(
         answer = _complete_unless_stopped(
             signals or RunSignals(),
             spec=agent.loaded.spec,
-            api_key=agent.api_key,
+            api_key=agent.api_key_for(owner),
             messages=doc.openai_messages(document, agent.system_prompt),
             tools=agent.openai_tools(),
             timeout=settings.AGENTS["LLM_TIMEOUT"],

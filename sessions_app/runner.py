@@ -181,6 +181,7 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
                         signals=signals,
                         on_text_delta=_text_delta_emitter(session) if settings.AGENTS["STREAM_TOKENS"] else None,
                         on_tool_event=_tool_event_emitter(session),
+                        owner=session.owner,
                     )
                 except NothingToDo:
                     done = True

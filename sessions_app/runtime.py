@@ -1,17 +1,18 @@
-"""Runtime agents: a loaded agent with its tools, policy and API key, built once per process.
+"""Runtime agents: a loaded agent with its tools, policy and API keys, built once per version.
 
-Building an agent runs every bash tool's ``describe``, so the result is cached per slug for the
-life of the process (agent files are not reloaded while serving).
+Building an agent runs every bash tool's ``describe``, so the result is cached per slug: for the
+life of the process for a file agent (agent files are not reloaded while serving), until a newer
+version of it or of one of its helpers is stored for a stored agent.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents_app.keys import api_key_for
-from agents_app.loader import LoadedAgent
+from agents_app.loader import AgentTree, LoadedAgent
 from agents_app.registry import get_registry
 from agentsite.errors import unknown_agent
 from tools_app.policy import ToolCallPolicy
@@ -28,12 +29,25 @@ class RuntimeAgent:
         toolset: its tools (wire names -> tools).
         policy: its tool-call policy (spec/sessions.md §3.1).
         api_key: the key for its ``apiKeyId``, or ``None`` (no Authorization header).
+        owner_api_keys: owner -> keys, from ``--owner-api-keys`` (see :meth:`api_key_for`).
     """
 
     loaded: LoadedAgent
     toolset: ToolSet
     policy: ToolCallPolicy
     api_key: str | None
+    owner_api_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def api_key_for(self, owner: str | None) -> str | None:
+        """The key a session of ``owner`` calls the LLM with (spec/server-api.md §5.5).
+
+        An owner with a keys file of their own uses that file only (a key id missing from it
+        means no key); other owners, and sessions without one, use the shared file (``api_key``).
+        """
+        keys = self.owner_api_keys.get(owner) if owner is not None else None
+        if keys is None:
+            return self.api_key
+        return api_key_for(keys, self.loaded.spec.apiKeyId)
 
     @property
     def slug(self) -> str:
@@ -56,6 +70,8 @@ class RuntimeAgent:
 
 _lock = threading.Lock()
 _cache: dict[str, RuntimeAgent] = {}
+#: slug -> the stored agent's tree its cached runtime agent was built from (file agents have none)
+_built_from: dict[str, AgentTree] = {}
 
 
 def runtime_agent(slug: str) -> RuntimeAgent:
@@ -67,6 +83,7 @@ def runtime_agent(slug: str) -> RuntimeAgent:
         ApiError: 404 ``unknown_agent`` when no root agent has that slug.
         tools_app.toolset.ToolBuildError: the agent's tools cannot be built.
     """
+    _forget_if_stale(slug)
     with _lock:
         cached = _cache.get(slug)
         if cached is not None:
@@ -84,12 +101,32 @@ def runtime_agent(slug: str) -> RuntimeAgent:
             toolset=toolset,
             policy=ToolCallPolicy.from_config(loaded.spec.toolCallPolicyConfig),
             api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
+            owner_api_keys=registry.owner_api_keys,
         )
         _cache[slug] = agent
         return agent
+
+
+def _forget_if_stale(slug: str) -> None:
+    """Drop the cached runtime agent of a stored agent once another version of its tree is stored.
+
+    The registry's lookup is the freshness check (one query while nothing changed). File agents
+    never change while serving and are not looked at.
+    """
+    registry = get_registry()
+    if slug in registry.trees:
+        return
+    tree = registry.tree(slug)
+    with _lock:
+        if _built_from.get(slug) is not tree:
+            _cache.pop(slug, None)
+            _built_from.pop(slug, None)
+            if tree is not None:
+                _built_from[slug] = tree
 
 
 def reset_runtime_agents() -> None:
     """Forget every built agent (tests and the CLI, after installing a new registry)."""
     with _lock:
         _cache.clear()
+        _built_from.clear()

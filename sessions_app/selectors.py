@@ -42,10 +42,13 @@ def session_list(
     parent: uuid.UUID | None,
     limit: int,
     before: datetime | None,
+    owner: str | None = None,
 ) -> tuple[list[Session], datetime | None]:
     """A page of sessions, newest ``updated_at`` first (spec/server-api.md §1.2 #9).
 
-    Top-level sessions only, unless ``parent`` asks for that session's children.
+    Top-level sessions only, unless ``parent`` asks for that session's children. With ``owner``
+    (authentication on), only that owner's top-level sessions (§5.2); the children of a parent
+    the caller may see are all of its owner's.
 
     Returns:
         ``(rows, next_before)``: ``next_before`` is the last row's ``updated_at`` when the page is
@@ -53,6 +56,8 @@ def session_list(
     """
     query = Session.objects.all()
     query = query.filter(parent_id=parent) if parent is not None else query.filter(parent__isnull=True)
+    if owner is not None and parent is None:
+        query = query.filter(owner=owner)
     if agent:
         query = query.filter(agent_slug=agent)
     if statuses:

@@ -113,11 +113,15 @@ def session_create(
     run: str,
     parent_id: uuid.UUID | None = None,
     owner: str | None = None,
+    sealed: bool = False,
+    session_token_sha256: str | None = None,
 ) -> Session:
     """Create a session (``POST /v1/sessions``, spec/server-api.md §1.2 #8).
 
     Without a prompt and media the session is empty and ``ready``; with ``run="none"`` its first
-    turn is stored and it stays ``ready``; otherwise a run is requested.
+    turn is stored and it stays ``ready``; otherwise a run is requested. A sub-session belongs to
+    its root's owner (§5.2), whoever creates it; ``sealed`` and the session token's digest (§5.4)
+    are the new session's own, never inherited.
 
     Raises:
         ApiError: 404 ``unknown_agent``; 404 ``unknown_session`` for a missing parent.
@@ -146,7 +150,9 @@ def session_create(
             id=session_id,
             agent_slug=agent_slug,
             parent=parent,
-            owner=owner,
+            owner=parent.owner if parent is not None else owner,
+            sealed=sealed,
+            session_token_sha256=session_token_sha256,
             version=1,
             created_at=now,
             updated_at=now,

@@ -12,6 +12,9 @@ from collections.abc import AsyncIterator
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
+from agentsite.access import can_see, principal_of
+from agentsite.auth import Principal
+from agentsite.errors import ApiError
 from sessions_app import streams
 from sessions_app.models import Session
 from sessions_app.selectors import meta_view
@@ -59,7 +62,9 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
         after = _after(request)
     except ValueError:
         return _error(400, "bad_request", "Last-Event-ID / after must be a non-negative integer")
-    if not await streams.in_db_thread(lambda: Session.objects.filter(pk=sid).exists()):
+    principal = principal_of(request)
+    # another owner's session is answered as a missing one (spec §4.2, §5.2)
+    if not await streams.in_db_thread(lambda: can_see(principal, sid)):
         return _error(404, "unknown_session", f"no session {session_id}")
 
     def snapshot() -> dict:
@@ -69,15 +74,37 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     return _response(opened)
 
 
+def events_scope(principal: Principal, requested: str | None) -> Scope:
+    """The events ``/v1/events`` (or its websocket) sends this caller (spec §4.3).
+
+    Without authentication every session's (there are no owners); with it, ``owner`` (the default)
+    is the caller's sessions and their sub-sessions, and ``all`` needs an admin owner.
+
+    Raises:
+        ApiError: 400 ``bad_request`` for another scope; 403 ``forbidden`` for ``all`` by a
+            non-admin.
+    """
+    if requested not in (None, "owner", "all"):
+        raise ApiError(400, "bad_request", "scope must be owner or all")
+    if principal.kind == "anonymous":
+        return Scope(everyone=True)
+    if requested == "all":
+        if not principal.admin:
+            raise ApiError(403, "forbidden", "scope=all is for admin owners; use scope=owner")
+        return Scope(everyone=True)
+    return Scope(owner=principal.owner, everyone=False)
+
+
 @require_GET
 async def all_events(request: HttpRequest) -> HttpResponse:
-    """Every session's events (``scope=all``; ``scope=owner`` is the same without authentication)."""
-    scope = request.GET.get("scope", "all")
-    if scope not in ("owner", "all"):
-        return _error(400, "bad_request", "scope must be owner or all")
+    """Every session's events the caller may see (``scope=owner|all``)."""
+    try:
+        scope = events_scope(principal_of(request), request.GET.get("scope"))
+    except ApiError as error:
+        return _error(error.status, error.code, error.message)
     try:
         after = _after(request)
     except ValueError:
         return _error(400, "bad_request", "Last-Event-ID / after must be a non-negative integer")
-    opened = await streams.open_stream(Scope(everyone=True), after, None)
+    opened = await streams.open_stream(scope, after, None)
     return _response(opened)

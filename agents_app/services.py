@@ -1,0 +1,204 @@
+"""Writes of stored agents: the one path for the API and the Django admin (spec/server-api.md §6).
+
+A store is two steps. :func:`stored_agent_prepare` checks the body and loads the agent (its files
+written out, every tool's ``describe`` run) without touching the database; the admin runs it to
+validate its form. :func:`stored_agent_commit` stores it under the lock of the generation row,
+checking again what other writers may have changed meanwhile (file agents, helpers, cycles),
+and moves the generation so every process reloads. :func:`stored_agent_put` does both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from agents_app import stored
+from agents_app.loader import LoadedAgent
+from agents_app.models import StoredAgent, StoredAgentsGeneration
+from agents_app.registry import get_registry
+from agentsite.errors import ApiError, unknown_agent
+from tools_app.bash import list_tool_files
+from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
+
+
+@dataclass
+class PreparedAgent:
+    """A checked and loaded agent, ready to store.
+
+    Attributes:
+        slug: the agent's slug (from the path).
+        contents: its contents, ``slug`` included.
+        files: relative path -> text.
+        helpers: the slugs of its ``extraAgents``.
+        loaded: the loaded agent (keeps its files' directory alive).
+        toolset: its tools, built from those files.
+    """
+
+    slug: str
+    contents: dict[str, Any]
+    files: dict[str, str]
+    helpers: list[str]
+    loaded: LoadedAgent
+    toolset: ToolSet
+
+
+def defined_by_file(slug: str) -> ApiError:
+    """409 ``agent_defined_by_file``: the slug belongs to an agent file (files win)."""
+    return ApiError(409, "agent_defined_by_file", f"agent {slug!r} is defined by an agent file")
+
+
+def _check_helpers(slug: str, helpers: list[str], graph: dict[str, list[str]]) -> None:
+    """Helpers must be stored agents, and no cycle may go through ``slug``.
+
+    Raises:
+        ApiError: 400 ``unknown_helper``; 400 ``helper_cycle``.
+    """
+    file_slugs = get_registry().file_slugs()
+    unknown = [helper for helper in helpers if helper != slug and helper not in graph]
+    if unknown:
+        named = ", ".join(repr(h) for h in unknown)
+        hint = " (agents from files cannot be helpers of stored agents)" if set(unknown) & file_slugs else ""
+        raise ApiError(400, "unknown_helper", f"{named} is not a stored agent{hint}")
+    cycle = stored.find_cycle(slug, helpers, graph)
+    if cycle:
+        raise ApiError(400, "helper_cycle", f"helpers would form a cycle: {' -> '.join(cycle)}")
+
+
+def _helper_graph() -> dict[str, list[str]]:
+    return dict(StoredAgent.objects.values_list("slug", "helpers"))
+
+
+def _check_tools(loaded: LoadedAgent) -> ToolSet:
+    """Build the agent's tools; a tool whose ``describe`` fails is an error here, not a warning.
+
+    Raises:
+        ApiError: 400 ``agent_failed_to_load``.
+    """
+    directory = loaded.base_dir
+    try:
+        toolset = build_toolset(loaded)
+    except ToolBuildError as error:
+        raise stored.failed_to_load(stored.relative_to(directory, error.problems)) from None
+    spec = loaded.spec
+    expected = []
+    if spec.toolDirectory is not None:
+        expected += list_tool_files(loaded.resolve(spec.toolDirectory))
+    for box in spec.bashToolboxes:
+        target = loaded.resolve(box.contents.Path)
+        if box.tag == "FileSystemDirectory":
+            expected += list_tool_files(target, box.contents.model_dump().get("BasenameFilter"))
+        else:
+            expected.append(target)
+    built = {str(tool.path) for tool in toolset.tools if hasattr(tool, "path")}
+    failing = [path for path in expected if str(path) not in built]
+    if failing:
+        problems = [w for w in toolset.warnings if any(str(path) in w for path in failing)]
+        raise stored.failed_to_load(stored.relative_to(directory, problems or [f"{p}: not loaded" for p in failing]))
+    return toolset
+
+
+def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
+    """Check a stored agent and load it, storing nothing (spec §6).
+
+    Args:
+        slug: the slug of the path.
+        body: the agent's contents plus an optional ``files`` (path -> text).
+    Returns:
+        The loaded agent.
+    Raises:
+        ApiError: in this order, 400 ``bad_request`` (the body's shape), 409
+            ``agent_defined_by_file``, 400 ``agent_uses_files``, 400 ``agent_invalid_paths``,
+            400 ``agent_failed_to_load`` (schema), 400 ``unknown_helper``, 400 ``helper_cycle``,
+            400 ``agent_failed_to_load`` (missing files, tools that do not load).
+    """
+    contents, files = stored.split_body(slug, body)
+    if slug in get_registry().file_slugs():
+        raise defined_by_file(slug)
+    stored.check_file_only_keys(contents)
+    stored.check_paths(contents, files)
+    spec = stored.parse_contents(slug, contents)
+    helpers = stored.helper_slugs(spec)
+    _check_helpers(slug, helpers, _helper_graph())
+    loaded = stored.load_stored_agent(slug, contents, files)
+    toolset = _check_tools(loaded)
+    return PreparedAgent(slug, contents, files, helpers, loaded, toolset)
+
+
+def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tuple[StoredAgent, bool]:
+    """Store a prepared agent, replacing the slug's agent and all its files.
+
+    Returns:
+        ``(row, created)``: ``created`` is true the first time the slug is stored.
+    Raises:
+        ApiError: 409 ``agent_defined_by_file``, 400 ``unknown_helper``, 400 ``helper_cycle``
+            when another writer changed things since :func:`stored_agent_prepare`.
+    """
+    from sessions_app.services import db_now
+
+    slug = prepared.slug
+    with transaction.atomic():
+        generation, _ = StoredAgentsGeneration.objects.select_for_update().get_or_create(pk=1)
+        if slug in get_registry().file_slugs():
+            raise defined_by_file(slug)
+        _check_helpers(slug, prepared.helpers, _helper_graph())
+        now = db_now()
+        row = StoredAgent.objects.select_for_update().filter(pk=slug).first()
+        created = row is None
+        if row is None:
+            row = StoredAgent(slug=slug, version=0, created_at=now)
+        row.contents = prepared.contents
+        row.files = prepared.files
+        row.helpers = prepared.helpers
+        row.version += 1
+        row.updated_at = now
+        row.updated_by = updated_by
+        row.save()
+        generation.generation += 1
+        generation.save(update_fields=["generation"])
+    return row, created
+
+
+def stored_agent_put(slug: str, body: Any, updated_by: str | None) -> tuple[PreparedAgent, StoredAgent, bool]:
+    """``PUT /v1/agents/:slug``: check, load and store (see :func:`stored_agent_prepare`).
+
+    Returns:
+        ``(prepared, row, created)``.
+    """
+    prepared = stored_agent_prepare(slug, body)
+    row, created = stored_agent_commit(prepared, updated_by)
+    return prepared, row, created
+
+
+def stored_agent_dependents(slug: str) -> list[str]:
+    """The stored agents that name ``slug`` as a helper, sorted."""
+    return sorted(other for other, helpers in _helper_graph().items() if slug in helpers and other != slug)
+
+
+def stored_agent_delete(slug: str) -> StoredAgent:
+    """``DELETE /v1/agents/:slug``: remove a stored agent (spec §6).
+
+    Sessions of the agent stay; their runs fail with ``unknown_agent`` until the slug exists
+    again.
+
+    Returns:
+        The row as it was.
+    Raises:
+        ApiError: 409 ``agent_defined_by_file``; 404 ``unknown_agent``; 409 ``agent_in_use``
+            (other stored agents name it as a helper).
+    """
+    with transaction.atomic():
+        generation, _ = StoredAgentsGeneration.objects.select_for_update().get_or_create(pk=1)
+        row = StoredAgent.objects.filter(pk=slug).first()
+        if row is None:
+            if slug in get_registry().file_slugs():
+                raise defined_by_file(slug)
+            raise unknown_agent(slug)
+        dependents = stored_agent_dependents(slug)
+        if dependents:
+            raise ApiError(409, "agent_in_use", f"agent {slug!r} is a helper of {', '.join(dependents)}")
+        row.delete()
+        generation.generation += 1
+        generation.save(update_fields=["generation"])
+    return row

@@ -1,0 +1,402 @@
+"""Checking, loading and caching stored agents (spec/server-api.md §6, spec/agent-files.md §1.10 item 13).
+
+A stored agent is an agent's ``contents`` plus ``files`` (relative path -> text). Unlike a file
+agent it may not reach the server's own files: every path is relative and stays inside the
+files; toolboxes that read other files are refused; helpers are other stored agents, named by
+slug, and cycles are refused.
+
+Loading writes the files to a fresh directory (every file executable) and resolves the agent's
+paths from there. The directory lives as long as that version's :class:`LoadedAgent`: it is
+removed when the last run using the version lets go of it, and at exit; directories left by a
+process that died are removed by the next one to start.
+
+:class:`StoredAgentCache` is one process's view of the stored agents, refreshed when the
+generation counter in the database moves, so that every server and worker sees an edit at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agents_app.loader import AgentLoadError, AgentTree, LoadedAgent, parse_agent_document
+from agents_app.schema import AgentSpec, unwrap_agent_json
+from agentsite.errors import ApiError, bad_request
+
+log = logging.getLogger("agents.stored")
+
+#: Keys that make an agent read files outside its own ``files`` (spec §6): refused.
+FILE_ONLY_KEYS = ("openApiToolboxes", "postgrestToolboxes", "skillSources", "autoEnableSkills")
+
+
+def uses_files(message: str) -> ApiError:
+    """400 ``agent_uses_files``."""
+    return ApiError(400, "agent_uses_files", message)
+
+
+def invalid_paths(message: str) -> ApiError:
+    """400 ``agent_invalid_paths``."""
+    return ApiError(400, "agent_invalid_paths", message)
+
+
+def failed_to_load(problems: list[str]) -> ApiError:
+    """400 ``agent_failed_to_load``, the message listing every problem found."""
+    return ApiError(400, "agent_failed_to_load", "; ".join(problems) or "the agent failed to load")
+
+
+def split_body(slug: str, body: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The ``contents`` and ``files`` of a PUT body (the envelope is accepted too).
+
+    The slug comes from the path; a body may omit it, but may not name another one.
+
+    Returns:
+        ``(contents, files)``, ``contents`` a copy with ``slug`` set.
+    Raises:
+        ApiError: 400 ``bad_request`` for a body that is not an object, ``files`` that is not an
+            object of strings, or a different ``slug``.
+    """
+    if not isinstance(body, dict):
+        raise bad_request("the body must be a JSON object: the agent's contents, plus an optional 'files'")
+    rest = dict(body)
+    files = rest.pop("files", None)
+    if files is None:
+        files = {}
+    if not isinstance(files, dict) or not all(isinstance(text, str) for text in files.values()):
+        raise bad_request("'files' must be an object of relative path -> text")
+    if "tag" in rest and "contents" in rest:
+        try:
+            rest, _ = unwrap_agent_json(rest)
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        rest = dict(rest)
+    named = rest.get("slug")
+    if named is not None and named != slug:
+        raise bad_request(f"the body names slug {named!r} but the path says {slug!r}")
+    rest["slug"] = slug
+    return rest, dict(files)
+
+
+def check_file_only_keys(contents: dict[str, Any]) -> None:
+    """Refuse toolboxes that read files of the server, and helpers named by path.
+
+    Raises:
+        ApiError: 400 ``agent_uses_files``.
+    """
+    used = [key for key in FILE_ONLY_KEYS if contents.get(key)]
+    if used:
+        raise uses_files(f"stored agents cannot use {', '.join(used)}")
+    refs = contents.get("extraAgents")
+    for index, ref in enumerate(refs if isinstance(refs, list) else []):
+        if isinstance(ref, dict) and ref.get("path") is not None:
+            raise uses_files(f"extraAgents[{index}]: stored agents name their helpers by slug, without 'path'")
+
+
+def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
+    """Why ``value`` is not an acceptable relative path (``None`` when it is)."""
+    if not isinstance(value, str):
+        return None  # not a path at all: the schema check reports the type
+    if value == "" or "\x00" in value:
+        return f"{where}: {value!r} is not a path"
+    path = PurePosixPath(value)
+    if path.is_absolute():
+        return f"{where}: {value!r} is absolute; paths must be relative"
+    if ".." in path.parts:
+        return f"{where}: {value!r} goes up with '..'"
+    if file and not [part for part in path.parts if part != "."]:
+        return f"{where}: {value!r} names no file"
+    return None
+
+
+def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
+    """Every path relative and inside the files (spec §6); bash toolboxes without ``root``.
+
+    Raises:
+        ApiError: 400 ``agent_invalid_paths`` listing every bad path.
+    """
+    problems: list[str] = []
+    normalized: dict[str, str] = {}
+    for name in files:
+        problem = _path_problem(name, "files", file=True)
+        if problem:
+            problems.append(problem)
+            continue
+        clean = str(PurePosixPath(name))
+        if clean in normalized:
+            problems.append(f"files: {name!r} and {normalized[clean]!r} are the same file")
+        normalized[clean] = name
+    for clean, name in normalized.items():
+        for parent in PurePosixPath(clean).parents:
+            if str(parent) in normalized:
+                problems.append(f"files: {normalized[str(parent)]!r} is a file, so {name!r} cannot be inside it")
+    problem = _path_problem(contents.get("toolDirectory"), "toolDirectory", file=False)
+    if problem:
+        problems.append(problem)
+    boxes = contents.get("bashToolboxes")
+    for index, box in enumerate(boxes if isinstance(boxes, list) else []):
+        where = f"bashToolboxes[{index}]"
+        if not isinstance(box, dict):
+            continue
+        inner = box.get("contents") if isinstance(box.get("contents"), dict) else {}
+        if any(key in holder for holder in (box, inner) for key in ("root", "Root")):
+            problems.append(f"{where}: stored agents' bash toolboxes take no root")
+        problem = _path_problem(inner.get("Path"), f"{where}.contents.Path", file=False)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise invalid_paths("; ".join(problems))
+
+
+def parse_contents(slug: str, contents: dict[str, Any]) -> AgentSpec:
+    """Validate ``contents`` with the agent-file schema.
+
+    Raises:
+        ApiError: 400 ``agent_failed_to_load`` listing the schema problems.
+    """
+    try:
+        spec, _, _ = parse_agent_document(contents, f"agent {slug!r}")
+    except AgentLoadError as error:
+        raise failed_to_load(error.problems) from None
+    return spec
+
+
+def helper_slugs(spec: AgentSpec) -> list[str]:
+    """The slugs an agent names in ``extraAgents``, in order, without repeats."""
+    return list(dict.fromkeys(ref.slug for ref in spec.helper_refs()))
+
+
+def find_cycle(slug: str, helpers: list[str], graph: dict[str, list[str]]) -> list[str] | None:
+    """A helper cycle through ``slug`` once its helpers become ``helpers``, or ``None``.
+
+    Args:
+        slug: the agent being stored.
+        helpers: its new helper slugs.
+        graph: every stored agent's helper slugs (``slug``'s old entry is ignored).
+    Returns:
+        The cycle as slugs, ``[slug, ..., slug]`` (``[slug, slug]`` for self-reference).
+    """
+    edges = dict(graph)
+    edges[slug] = helpers
+    stack: list[tuple[str, list[str]]] = [(helper, [slug, helper]) for helper in reversed(helpers)]
+    seen: set[str] = set()
+    while stack:
+        current, trail = stack.pop()
+        if current == slug:
+            return trail
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend((nxt, [*trail, nxt]) for nxt in reversed(edges.get(current, [])))
+    return None
+
+
+#: Every version directory of this process lives in one directory named after the process.
+PROCESS_DIR_PREFIX = "agents-stored-"
+_process_dir: Path | None = None
+_process_dir_lock = threading.Lock()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_directories(parent: Path) -> list[Path]:
+    """Remove the stored-agent directories of processes that are gone; return what was removed.
+
+    A process normally removes its own (each version's when released, the rest at exit), but one
+    that is killed, or that leaves with ``os._exit``, cannot.
+    """
+    removed = []
+    for candidate in parent.glob(f"{PROCESS_DIR_PREFIX}*-*"):
+        pid = candidate.name.removeprefix(PROCESS_DIR_PREFIX).split("-", 1)[0]
+        if candidate.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(candidate, ignore_errors=True)
+            removed.append(candidate)
+    return removed
+
+
+def process_directory() -> Path:
+    """This process's directory for stored agents' files, made (and stale ones swept) on first use."""
+    global _process_dir
+    with _process_dir_lock:
+        if _process_dir is None:
+            parent = Path(tempfile.gettempdir())
+            sweep_stale_directories(parent)
+            _process_dir = Path(tempfile.mkdtemp(prefix=f"{PROCESS_DIR_PREFIX}{os.getpid()}-", dir=parent))
+            atexit.register(shutil.rmtree, _process_dir, True)
+        return _process_dir
+
+
+def materialize(slug: str, files: dict[str, str]) -> Path:
+    """Write ``files`` to a fresh directory, every file executable; return the directory."""
+    directory = Path(tempfile.mkdtemp(prefix=f"{slug}-", dir=process_directory()))
+    for name, text in files.items():
+        target = directory / PurePosixPath(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8", errors="surrogatepass")
+        target.chmod(0o755)
+    return directory
+
+
+def load_stored_agent(slug: str, contents: dict[str, Any], files: dict[str, str]) -> LoadedAgent:
+    """Load one stored agent version: its files written out, the paths it names checked.
+
+    Its ``helper_slugs`` are the ``extraAgents`` slugs. The directory is removed once the returned
+    agent is no longer referenced (or at exit).
+
+    Raises:
+        ApiError: 400 ``agent_failed_to_load`` (schema, or a named directory or file missing).
+    """
+    spec = parse_contents(slug, contents)
+    directory = materialize(slug, files)
+    loaded = LoadedAgent(spec=spec, contents=contents, path=None, base_dir=directory, helper_slugs=helper_slugs(spec))
+    weakref.finalize(loaded, shutil.rmtree, directory, True)
+    problems: list[str] = []
+    if spec.toolDirectory is not None and not loaded.resolve(spec.toolDirectory).is_dir():
+        problems.append(f"toolDirectory {spec.toolDirectory!r} is not a directory of the files")
+    for index, box in enumerate(spec.bashToolboxes):
+        target = loaded.resolve(box.contents.Path)
+        if box.tag == "FileSystemDirectory" and not target.is_dir():
+            problems.append(f"bashToolboxes[{index}]: {box.contents.Path!r} is not a directory of the files")
+        elif box.tag == "SingleTool" and not target.is_file():
+            problems.append(f"bashToolboxes[{index}]: {box.contents.Path!r} is not one of the files")
+    if problems:
+        raise failed_to_load(problems)
+    return loaded
+
+
+def relative_to(directory: Path, lines: list[str]) -> list[str]:
+    """Problem lines with the load directory taken out of paths, so they name the files as given."""
+    prefix = f"{directory}/"
+    return [line.replace(prefix, "") for line in lines]
+
+
+@dataclass(frozen=True)
+class StoredInfo:
+    """What the AgentDescriptor of a stored agent adds (spec §1.3)."""
+
+    contents: dict[str, Any]
+    files: dict[str, str]
+    version: int
+    updated_at: datetime
+    updated_by: str | None
+
+    def config(self) -> dict[str, Any]:
+        """The stored contents with ``files``, in a form that can be PUT back."""
+        return {**self.contents, "files": self.files}
+
+
+class StoredAgentCache:
+    """One process's stored agents, rebuilt when the generation counter moves.
+
+    Trees are rebuilt only for agents whose version, or one of whose helpers' versions, changed:
+    an unchanged tree stays the same object, so ``sessions_app.runtime`` keeps its tools.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._generation = -1  # nothing loaded yet
+        self._versions: dict[str, tuple[int, LoadedAgent]] = {}
+        self._trees: dict[str, tuple[tuple[tuple[str, int], ...], AgentTree]] = {}
+        self._info: dict[str, StoredInfo] = {}
+
+    def refresh(self, file_slugs: set[str]) -> None:
+        """Reload what changed since the last look (one query when nothing did).
+
+        A slug an agent file defines (a root or a helper) is skipped (the file wins), and so is an agent whose helpers
+        cannot be resolved: both are logged as ``agents.stored_skipped``. A version that fails to
+        load keeps the previous one, logged as ``agents.stored_reload_failed``.
+        """
+        from agents_app.models import StoredAgent, StoredAgentsGeneration
+
+        # no row yet counts as generation 0 (the migration creates it; a flushed test database has none)
+        generation = StoredAgentsGeneration.objects.filter(pk=1).values_list("generation", flat=True).first() or 0
+        with self._lock:
+            if generation == self._generation:
+                return
+            rows = list(StoredAgent.objects.all())
+            versions: dict[str, tuple[int, LoadedAgent]] = {}
+            for row in rows:
+                if row.slug in file_slugs:
+                    log.warning(
+                        "stored agent skipped",
+                        extra={"kind": "agents.stored_skipped", "agent": row.slug, "reason": "an agent file has it"},
+                    )
+                    continue
+                known = self._versions.get(row.slug)
+                if known is not None and known[0] == row.version:
+                    versions[row.slug] = known
+                    continue
+                try:
+                    versions[row.slug] = (row.version, load_stored_agent(row.slug, row.contents, row.files))
+                except ApiError as error:
+                    log.warning(
+                        "stored agent failed to reload",
+                        extra={"kind": "agents.stored_reload_failed", "agent": row.slug, "reason": error.message},
+                    )
+                    if known is not None:
+                        versions[row.slug] = known
+            self._versions = versions
+            self._info = {
+                row.slug: StoredInfo(row.contents, row.files, row.version, row.updated_at, row.updated_by)
+                for row in rows
+                if row.slug in versions
+            }
+            self._trees = self._build_trees()
+            self._generation = generation
+
+    def _build_trees(self) -> dict[str, tuple[tuple[tuple[str, int], ...], AgentTree]]:
+        trees = {}
+        for slug, (_, root) in self._versions.items():
+            agents = {slug: root}
+            queue = list(root.helper_slugs)
+            missing = []
+            while queue:
+                helper = queue.pop(0)
+                if helper in agents:
+                    continue
+                if helper not in self._versions:
+                    missing.append(helper)
+                    continue
+                agents[helper] = self._versions[helper][1]
+                queue.extend(agents[helper].helper_slugs)
+            if missing:
+                log.warning(
+                    "stored agent skipped",
+                    extra={"kind": "agents.stored_skipped", "agent": slug, "reason": f"unknown helpers {missing}"},
+                )
+                continue
+            fingerprint = tuple(sorted((name, self._versions[name][0]) for name in agents))
+            previous = self._trees.get(slug)
+            if previous is not None and previous[0] == fingerprint:
+                trees[slug] = previous
+            else:
+                trees[slug] = (fingerprint, AgentTree(root=root, agents=agents, warnings=[]))
+        return trees
+
+    def tree(self, slug: str) -> AgentTree | None:
+        """The tree of stored agent ``slug`` as of the last refresh, or ``None``."""
+        entry = self._trees.get(slug)
+        return entry[1] if entry else None
+
+    def slugs(self) -> list[str]:
+        """The slugs of the usable stored agents, sorted."""
+        return sorted(self._trees)
+
+    def info(self, slug: str) -> StoredInfo | None:
+        """The stored row's contents and metadata, or ``None``."""
+        return self._info.get(slug)
