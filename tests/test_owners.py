@@ -333,3 +333,31 @@ def test_without_auth_tokens_there_are_no_owners_and_no_session_tokens(
     assert "put" in paths["/v1/sessions/{session_id}/params"]
     assert "delete" in paths["/v1/sessions/{session_id}/token"]
     assert {"get", "put", "delete"} <= set(paths["/v1/agents/{slug}"])
+
+
+def test_mailbox_fork_and_delete_routes_keep_owners_apart(server: Server) -> None:
+    mine = _create(server, "alice", prompt="chat")
+    sid = mine["session_id"]
+    for method, template, body in (
+        ("POST", "/v1/sessions/{}/mail", {"body": {"tag": "userMessage", "query": "hi"}}),
+        ("GET", "/v1/sessions/{}/mail", None),
+        ("POST", "/v1/sessions/{}/pause", None),
+        ("POST", "/v1/sessions/{}/cancel", None),
+        ("POST", "/v1/sessions/{}/cancel-attached", None),
+        ("POST", "/v1/sessions/{}/fork", {}),
+        ("DELETE", "/v1/sessions/{}", None),
+    ):
+        _same_as_missing(server, method, template, sid, owner("bob"), body)
+    # alice's own mail records her as the sender
+    sent = server.client.post(
+        f"/v1/sessions/{sid}/mail",
+        headers=owner("alice"),
+        content=json.dumps({"body": {"tag": "control", "message": {"tag": "pause"}}}),
+    )
+    assert sent.status_code == 202
+    mail = server.client.get(f"/v1/sessions/{sid}/mail", headers=owner("alice")).json()["mail"]
+    assert mail[-1]["from"] == {"tag": "user", "owner": "alice"}
+    fork = server.client.post(f"/v1/sessions/{sid}/fork", headers=owner("alice"), content=b"")
+    assert fork.status_code == 201 and fork.json()["owner"] == "alice"
+    listed = server.client.get("/v1/sessions", headers=owner("bob")).json()["sessions"]
+    assert fork.json()["session_id"] not in [s["session_id"] for s in listed]
