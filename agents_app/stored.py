@@ -30,12 +30,19 @@ from typing import Any
 
 from agents_app.loader import AgentLoadError, AgentTree, LoadedAgent, parse_agent_document
 from agents_app.schema import AgentSpec, unwrap_agent_json
+from agentsite.api import require_unicode
 from agentsite.errors import ApiError, bad_request
 
 log = logging.getLogger("agents.stored")
 
 #: Keys that make an agent read files outside its own ``files`` (spec §6): refused.
 FILE_ONLY_KEYS = ("openApiToolboxes", "postgrestToolboxes", "skillSources", "autoEnableSkills")
+
+
+#: Limits that keep a stored agent's files writable on any file system.
+MAX_SLUG_LENGTH = 100
+MAX_PATH_DEPTH = 32
+MAX_NAME_BYTES = 200
 
 
 def uses_files(message: str) -> ApiError:
@@ -66,6 +73,9 @@ def split_body(slug: str, body: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """
     if not isinstance(body, dict):
         raise bad_request("the body must be a JSON object: the agent's contents, plus an optional 'files'")
+    require_unicode(body, "the agent")
+    if len(slug) > MAX_SLUG_LENGTH:
+        raise bad_request(f"a stored agent's slug has at most {MAX_SLUG_LENGTH} characters")
     rest = dict(body)
     files = rest.pop("files", None)
     if files is None:
@@ -113,6 +123,8 @@ def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
         return f"{where}: {value!r} goes up with '..'"
     if file and not [part for part in path.parts if part != "."]:
         return f"{where}: {value!r} names no file"
+    if len(path.parts) > MAX_PATH_DEPTH or any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in path.parts):
+        return f"{where}: {value[:80]!r}... is too long (at most {MAX_PATH_DEPTH} levels of {MAX_NAME_BYTES} bytes)"
     return None
 
 

@@ -59,6 +59,20 @@ class AnyContentJSONParser(BaseParser):
         return value
 
 
+def require_unicode(value: Any, what: str) -> None:
+    """Refuse a JSON value holding a lone surrogate (it could be stored, but never sent again).
+
+    Raises:
+        ApiError: 400 ``bad_request``.
+    """
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise bad_request(f"{what} contains a lone surrogate (\\ud800-\\udfff), which is not Unicode text") from error
+    except RecursionError as error:
+        raise bad_request(f"{what} is nested too deeply") from error
+
+
 def json_object_body(request: Request) -> dict[str, Any]:
     """The request body as a JSON object; an empty body is ``{}``.
 

@@ -123,8 +123,8 @@ def load_tokens_file(path: str | Path) -> tuple[tuple[bytes, str], ...]:
     Returns:
         ``(sha256 digest, owner)`` per entry, in file order.
     Raises:
-        AuthConfigError: the file is missing or unreadable, is not JSON, or an entry is malformed
-            (the message names the entry, never a token).
+        AuthConfigError: the file is missing or unreadable, is not JSON, an entry is malformed, or
+            one token is listed for two owners (the message names the entry, never a token).
     """
     file = Path(path).expanduser()
     try:
@@ -165,6 +165,11 @@ def load_tokens_file(path: str | Path) -> tuple[tuple[bytes, str], ...]:
             if len(raw) != 32:
                 raise AuthConfigError(f"{where}: 'sha256' must be 64 hexadecimal digits")
             entries.append((raw, owner))
+    owners_by_digest: dict[bytes, str] = {}
+    for index, (digest, owner) in enumerate(entries):
+        if owners_by_digest.setdefault(digest, owner) != owner:
+            # one token cannot say who is calling when two owners hold it
+            raise AuthConfigError(f"{file}: tokens[{index}]: the same token is listed for another owner")
     return tuple(entries)
 
 

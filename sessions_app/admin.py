@@ -219,6 +219,9 @@ class SessionAdmin(admin.ModelAdmin):
         page = reverse("admin:sessions_app_session_change", args=[object_id])
         text = request.POST.get("result", "")
         result: Any = text
+        if request.POST.get("kind") not in ("text", "json"):
+            messages.error(request, "Choose whether the result is text or JSON.")
+            return HttpResponseRedirect(page)
         if request.POST.get("kind") == "json":
             try:
                 result = {"type": "json", "content": json.loads(text)}

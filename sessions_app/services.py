@@ -18,6 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents_app.registry import get_registry
+from agentsite.api import require_unicode
 from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_agent, unknown_session, unknown_token
 from sessions_app import background, events, hub, mailbox, selectors
 from sessions_app import document as doc
@@ -253,6 +254,7 @@ def normalize_tool_result(result: Any) -> Any:
     Raises:
         ApiError: 400 ``bad_request`` naming what is wrong.
     """
+    require_unicode(result, "result")
     if isinstance(result, str):
         return result
     if not isinstance(result, dict) or "type" not in result:
