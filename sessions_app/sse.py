@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from agentsite.access import can_see, principal_of
 from agentsite.auth import Principal
-from agentsite.errors import ApiError
+from agentsite.errors import ApiError, json_error
 from sessions_app import streams
 from sessions_app.models import Session
 from sessions_app.selectors import meta_view
@@ -22,7 +22,7 @@ from sessions_app.streams import OpenedStream, Scope
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": code, "message": message}, status=status)
+    return json_error(ApiError(status, code, message))
 
 
 def _after(request: HttpRequest) -> int | None:
