@@ -76,6 +76,22 @@ def store(session: Session, document: dict[str, Any], *, fence_run: str | None =
     return session
 
 
+def _insert_session(document: dict[str, Any], **fields: Any) -> Session:
+    """Store a new session at version 1 and emit ``session.created`` and ``session.updated``.
+
+    Args:
+        document: its session document.
+        **fields: the other columns (id, agent_slug, owner, status or run fields, ...).
+    """
+    now = db_now()
+    session = Session.objects.create(
+        version=1, created_at=now, updated_at=now, document_json=dump_document(document), **fields
+    )
+    events.emit("session.created", session.pk, session.owner, **meta_view(session))
+    events.emit_session_updated(session)
+    return session
+
+
 def _enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID) -> None:
     from sessions_app.tasks import run_session_task
 
@@ -146,22 +162,16 @@ def session_create(
         starts_run = query is not None and run != "none"
         if starts_run:
             fields = _run_fields(run)
-        now = db_now()
-        session = Session.objects.create(
+        session = _insert_session(
+            document,
             id=session_id,
             agent_slug=agent_slug,
             parent=parent,
             owner=parent.owner if parent is not None else owner,
             sealed=sealed,
             session_token_sha256=session_token_sha256,
-            version=1,
-            created_at=now,
-            updated_at=now,
-            document_json=dump_document(document),
             **fields,
         )
-        events.emit("session.created", session.pk, session.owner, **meta_view(session))
-        events.emit_session_updated(session)
         if starts_run:
             _enqueue_run(session.pk, session.run_id)
     return session
@@ -612,22 +622,16 @@ def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str 
     forked["turns"] = kept
     forked["forkedFromSessionId"] = str(source.pk)
     with transaction.atomic():
-        now = db_now()
-        session = Session.objects.create(
+        session = _insert_session(
+            forked,
             id=new_id,
             agent_slug=slug,
             parent_id=source.parent_id,
             owner=source.owner,
             status=doc.status_of(forked),
-            version=1,
-            created_at=now,
-            updated_at=now,
             forked_from=source.pk,
             params=dict(source.params or {}),
-            document_json=dump_document(forked),
         )
-        events.emit("session.created", session.pk, session.owner, **meta_view(session))
-        events.emit_session_updated(session)
     return session
 
 
@@ -683,20 +687,14 @@ def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Sess
     agent = runtime_agent(child.agent_slug)
     document = doc.new_document(str(child.session_id))
     document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), child.prompt))
-    now = db_now()
-    session = Session.objects.create(
+    session = _insert_session(
+        document,
         id=child.session_id,
         agent_slug=child.agent_slug,
         parent=parent,
         owner=parent.owner,
-        version=1,
-        created_at=now,
-        updated_at=now,
-        document_json=dump_document(document),
         **_run_fields("until_blocked"),
     )
-    events.emit("session.created", session.pk, session.owner, **meta_view(session))
-    events.emit_session_updated(session)
     events.emit(
         "subcall.started",
         parent.pk,
