@@ -79,7 +79,7 @@ def render_turn(turn: dict[str, Any]) -> SafeString:
             "<code>{}</code>: {} {}",
             (
                 (_call_label(tc.get("tcCall") or {}), tc.get("tcState"), doc.render_tool_response(tc.get("tcResult")))
-                for tc in contents.get("trackedCalls") or []
+                for tc in doc.tracked_calls(turn)
             ),
         )
         return _block("Tool calls in progress", rows, "partial")

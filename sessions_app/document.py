@@ -15,6 +15,14 @@ reads them leniently and appends turns in the shapes agents-exe writes:
   ``{"tcId", "tcState", "tcCall", "tcResult", "tcContinuation", "tcPolicy"}`` with ``tcState``
   one of ``Ready | Running | Deferred | Completed | Failed``. Once every call is final the head
   becomes a full ``UserTurn`` (spec/sessions.md §1.8).
+
+Older agents-exe versions wrote a partial turn as three lists instead of ``trackedCalls``:
+``completedResponses`` (``[call, response]`` pairs), ``pendingCalls`` (calls) and
+``pendingContinuations`` (``[token, {"toolName", ...}]`` pairs). Such a turn is read as the
+tracked calls it stands for (:func:`tracked_calls`) and stored untouched, so an imported file
+exports unchanged; the first step that changes it writes the current shape
+(:func:`current_partial`). Tool responses of older files may be wrapped as
+``{"_userToolResponse": value}``; they read as ``value``.
 """
 
 from __future__ import annotations
@@ -153,7 +161,7 @@ def tracked_call(
 def close_partial(turn: dict[str, Any]) -> dict[str, Any]:
     """The full ``UserTurn`` that a partial turn becomes once all its calls are final."""
     contents = turn["contents"]
-    responses = [[tc["tcCall"], tc["tcResult"]] for tc in contents["trackedCalls"]]
+    responses = [[tc["tcCall"], tc["tcResult"]] for tc in tracked_calls(turn)]
     return user_turn(
         contents.get("userPrompt", ""), contents.get("userTools", []), contents.get("userQuery"), responses
     )
@@ -161,7 +169,81 @@ def close_partial(turn: dict[str, Any]) -> dict[str, Any]:
 
 def all_final(turn: dict[str, Any]) -> bool:
     """Whether every tracked call of a partial turn is ``Completed`` or ``Failed``."""
-    return all(tc["tcState"] in FINAL_STATES for tc in turn["contents"]["trackedCalls"])
+    return all(tc["tcState"] in FINAL_STATES for tc in tracked_calls(turn))
+
+
+#: The three lists an older partial turn holds in place of ``trackedCalls``.
+LEGACY_PARTIAL_KEYS = ("completedResponses", "pendingCalls", "pendingContinuations")
+#: What the model is told about a call an older version left running without a continuation.
+LEGACY_INTERRUPTED_TEXT = "Error: the tool call was interrupted (it was still running when the session was saved)"
+_LEGACY_NAMESPACE = uuid.UUID("6f1d8a52-3c47-4e0b-9a51-2f7c1b9e0d34")
+
+
+def tracked_calls(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tracked calls of a ``PartialUserTurn``, in either shape agents-exe has written.
+
+    A current turn answers its own ``trackedCalls`` list (mutable: callers that change it own a
+    copy, see :func:`current_partial`). An older turn answers entries built from its three lists:
+    completed responses are ``Completed``; a pending call is ``Deferred`` on the continuation
+    whose ``toolName`` names it (taken in order), or ``Failed`` as interrupted when none does.
+    Their ``tcId`` is derived from the provider's call id, so it is the same at every read.
+    """
+    contents = turn.get("contents") or {}
+    if "trackedCalls" in contents:
+        return contents["trackedCalls"]
+    entries: list[tuple[int, dict[str, Any]]] = []
+    for position, pair in enumerate(contents.get("completedResponses") or []):
+        call, response = (pair[0], pair[1]) if isinstance(pair, list) and len(pair) == 2 else ({}, pair)
+        entries.append((_call_index(call, position), _legacy_entry(call, "Completed", unwrap_response(response))))
+    tokens: dict[str, list[str]] = {}
+    for pair in contents.get("pendingContinuations") or []:
+        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], dict):
+            tokens.setdefault(str(pair[1].get("toolName") or ""), []).append(str(pair[0]))
+    offset = len(entries)
+    for position, call in enumerate(contents.get("pendingCalls") or []):
+        name = (call.get("function") or {}).get("name") or ""
+        waiting = tokens.get(name) or []
+        if waiting:
+            entry = _legacy_entry(call, "Deferred", None, continuation=waiting.pop(0))
+        else:
+            entry = _legacy_entry(call, "Failed", LEGACY_INTERRUPTED_TEXT)
+        entries.append((_call_index(call, offset + position), entry))
+    return [entry for _, entry in sorted(entries, key=lambda item: item[0])]
+
+
+def _call_index(call: Any, fallback: int) -> int:
+    index = call.get("index") if isinstance(call, dict) else None
+    return index if isinstance(index, int) else fallback
+
+
+def _legacy_entry(call: Any, state: str, result: Any, continuation: str | None = None) -> dict[str, Any]:
+    call = call if isinstance(call, dict) else {}
+    return {
+        "tcId": str(uuid.uuid5(_LEGACY_NAMESPACE, str(call.get("id") or json.dumps(call, sort_keys=True)))),
+        "tcState": state,
+        "tcCall": call,
+        "tcResult": result,
+        "tcContinuation": continuation,
+        "tcPolicy": {"tag": "defer"} if state == "Deferred" else {"tag": "runSync"},
+    }
+
+
+def current_partial(turn: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a ``PartialUserTurn`` in the current shape, ready to be changed and stored."""
+    updated = copy.deepcopy(turn)
+    contents = updated.setdefault("contents", {})
+    if "trackedCalls" not in contents:
+        contents["trackedCalls"] = tracked_calls(turn)
+        for key in LEGACY_PARTIAL_KEYS:
+            contents.pop(key, None)
+    return updated
+
+
+def unwrap_response(response: Any) -> Any:
+    """A stored tool response without the ``{"_userToolResponse": value}`` wrapper older files used."""
+    if isinstance(response, dict) and set(response) == {"_userToolResponse"}:
+        return response["_userToolResponse"]
+    return response
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -196,7 +278,7 @@ def status_of(document: dict[str, Any]) -> str:
     if tag == "LlmTurn":
         return "ready" if tool_calls_of(turn["contents"]) else "idle"
     if tag == "PartialUserTurn":
-        states = {tc["tcState"] for tc in turn["contents"]["trackedCalls"]}
+        states = {tc["tcState"] for tc in tracked_calls(turn)}
         open_states = states - FINAL_STATES
         if open_states and open_states <= {"Deferred"}:
             return "waiting_external"
@@ -214,7 +296,7 @@ def pending_calls(document: dict[str, Any]) -> list[dict[str, Any]]:
     if turn is None or turn.get("tag") != "PartialUserTurn":
         return []
     views = []
-    for tc in turn["contents"]["trackedCalls"]:
+    for tc in tracked_calls(turn):
         # a helper call also waits on a continuation, but its child session answers it
         if tc["tcState"] != "Deferred" or tc.get("tcChild"):
             continue
@@ -235,6 +317,7 @@ def pending_calls(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def render_tool_response(response: Any) -> str:
     """The text of a tool message for a stored tool response (spec/sessions.md §1.6 printing)."""
+    response = unwrap_response(response)
     if isinstance(response, str):
         return response
     if isinstance(response, dict):
@@ -340,7 +423,7 @@ def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[s
                     {"role": "tool", "tool_call_id": call.get("id"), "content": render_tool_response(response)}
                 )
         elif tag == "PartialUserTurn":
-            for tc in contents.get("trackedCalls") or []:
+            for tc in tracked_calls(turn):
                 content = (
                     render_tool_response(tc["tcResult"]) if tc["tcState"] in FINAL_STATES else placeholder(tc["tcCall"])
                 )

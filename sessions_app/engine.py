@@ -177,7 +177,7 @@ def _complete_unless_stopped(signals: RunSignals, **request: Any) -> Any:
 
 
 def _only_detached_open(turn: dict[str, Any]) -> bool:
-    open_calls = [tc for tc in turn["contents"]["trackedCalls"] if tc["tcState"] not in doc.FINAL_STATES]
+    open_calls = [tc for tc in doc.tracked_calls(turn) if tc["tcState"] not in doc.FINAL_STATES]
     return all(tc.get("tcDetached") for tc in open_calls)
 
 
@@ -369,8 +369,8 @@ def apply_result(document: dict[str, Any], token: str, response: Any) -> dict[st
     head = doc.head(document)
     if head is None or head.get("tag") != "PartialUserTurn":
         return None
-    updated = json.loads(json.dumps(head))
-    for tc in updated["contents"]["trackedCalls"]:
+    updated = doc.current_partial(head)
+    for tc in doc.tracked_calls(updated):
         if tc.get("tcContinuation") == token and tc["tcState"] == "Deferred":
             tc["tcState"] = "Completed"
             tc["tcResult"] = response

@@ -176,7 +176,7 @@ def can_fold(document: dict[str, Any]) -> bool:
         return not doc.tool_calls_of(head["contents"])
     if head["tag"] == "PartialUserTurn":
         # only detached calls are still open: the LLM may be asked with placeholders
-        return all(tc["tcState"] in doc.FINAL_STATES or tc.get("tcDetached") for tc in head["contents"]["trackedCalls"])
+        return all(tc["tcState"] in doc.FINAL_STATES or tc.get("tcDetached") for tc in doc.tracked_calls(head))
     return False
 
 

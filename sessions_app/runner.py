@@ -8,7 +8,6 @@ heartbeat thread renews the lease; every store is fenced by the version and by t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -212,7 +211,7 @@ def _store_step(session: Session, result: Any) -> None:
         services.create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=True) for entry in result.background]
         calls = {
-            tc.get("tcChild"): tc["tcCall"] for tc in doc.head(result.document)["contents"].get("trackedCalls", [])
+            tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))
         }
         for child in result.children:
             services.child_create(session, child, calls.get(str(child.session_id), {}))
@@ -262,7 +261,7 @@ def _has_attached_background(document: dict[str, Any]) -> bool:
     head = doc.head(document)
     if head is None or head["tag"] != "PartialUserTurn":
         return False
-    return any(tc["tcState"] == "Running" and not tc.get("tcDetached") for tc in head["contents"]["trackedCalls"])
+    return any(tc["tcState"] == "Running" and not tc.get("tcDetached") for tc in doc.tracked_calls(head))
 
 
 def _wait_background(session: Session, document: dict[str, Any], agent: Any, signals: RunSignals) -> dict[str, Any]:
@@ -277,7 +276,7 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
     started = time.monotonic()
     head = doc.head(document)
     waiting = [
-        tc["tcId"] for tc in head["contents"]["trackedCalls"] if tc["tcState"] == "Running" and not tc.get("tcDetached")
+        tc["tcId"] for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")
     ]
     seen = hub.generation()
     while True:
@@ -310,8 +309,8 @@ def _apply_background(document: dict[str, Any], rows: dict[str, Any]) -> dict[st
     """Write finished background calls into the head partial turn (closing it when all are final)."""
     if not rows:
         return document
-    head = json.loads(json.dumps(doc.head(document)))
-    for tc in head["contents"]["trackedCalls"]:
+    head = doc.current_partial(doc.head(document))
+    for tc in doc.tracked_calls(head):
         row = rows.get(tc["tcId"])
         if row is not None and tc["tcState"] == "Running":
             tc["tcState"] = "Completed" if row.state == "completed" else "Failed"
@@ -321,8 +320,8 @@ def _apply_background(document: dict[str, Any], rows: dict[str, Any]) -> dict[st
 
 
 def _mark_detached(document: dict[str, Any], tc_ids: list[str]) -> dict[str, Any]:
-    head = json.loads(json.dumps(doc.head(document)))
-    for tc in head["contents"]["trackedCalls"]:
+    head = doc.current_partial(doc.head(document))
+    for tc in doc.tracked_calls(head):
         if tc["tcId"] in tc_ids:
             tc["tcDetached"] = True
     return doc.replace_head(document, head)
@@ -333,9 +332,9 @@ def _cancel_attached(session: Session, document: dict[str, Any]) -> dict[str, An
     head = doc.head(document)
     if head is None or head["tag"] != "PartialUserTurn":
         return document
-    head = json.loads(json.dumps(head))
+    head = doc.current_partial(head)
     ids = []
-    for tc in head["contents"]["trackedCalls"]:
+    for tc in doc.tracked_calls(head):
         running = tc["tcState"] == "Running" and not tc.get("tcDetached")
         if running or (tc["tcState"] == "Deferred" and tc.get("tcChild")):
             tc["tcState"], tc["tcResult"] = "Failed", background.CANCELLED_TEXT

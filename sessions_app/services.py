@@ -612,8 +612,8 @@ def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str 
         raise ApiError(404, "unknown_turn", f"session {session_id} has no turn {at_turn} (it has {len(turns)})")
     kept = copy.deepcopy(turns[index:])
     if kept and kept[0]["tag"] == "PartialUserTurn":
-        head = kept[0]
-        for tc in head["contents"]["trackedCalls"]:
+        head = doc.current_partial(kept[0])
+        for tc in doc.tracked_calls(head):
             if tc["tcState"] not in doc.FINAL_STATES:
                 tc["tcState"], tc["tcResult"] = "Failed", background.CANCELLED_TEXT
         kept[0] = doc.close_partial(head)
@@ -726,7 +726,7 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
         return
     waiting = [
         tc
-        for tc in head["contents"]["trackedCalls"]
+        for tc in doc.tracked_calls(head)
         if tc.get("tcChild") == str(child.pk) and tc["tcState"] == "Deferred"
     ]
     if not waiting:

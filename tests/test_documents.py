@@ -11,6 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from sessions_app import document as doc
+from sessions_app.engine import apply_result
 from sessions_app.models import Session
 from sessions_app.services import store
 from tests.harness import FIXTURES
@@ -51,5 +52,71 @@ def test_a_session_file_round_trips(path: Path) -> None:
     calls = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])]
     answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     assert calls == answered
-    assert doc.status_of(loaded) == "idle"
-    assert doc.pending_calls(loaded) == []
+    if path.name == OLDER_PARTIAL.name:
+        assert doc.status_of(loaded) == "waiting_external"
+        assert [c["tool"] for c in doc.pending_calls(loaded)] == ["get_weather"]
+    else:
+        assert doc.status_of(loaded) == "idle"
+        assert doc.pending_calls(loaded) == []
+
+
+OLDER_PARTIAL = FIXTURES / "sessions" / "partial-turn-older.json"
+OLDER_TOKEN = "9a4c1e2b-7f3d-4e5a-b6c7-d8e9f0a1b2c3"
+
+
+def test_an_older_partial_turn_reads_as_tracked_calls() -> None:
+    document = json.loads(OLDER_PARTIAL.read_text())
+    head = doc.head(document)
+    calls = doc.tracked_calls(head)
+    assert [(c["tcCall"]["id"], c["tcState"]) for c in calls] == [
+        ("call_now_1", "Completed"),
+        ("call_weather_1", "Deferred"),
+    ]
+    assert calls[0]["tcResult"] == {"type": "text", "content": "2026-03-06T14:02:11Z"}
+    assert calls[1]["tcContinuation"] == OLDER_TOKEN
+    # the same ids at every read, so a result finds its call again
+    assert [c["tcId"] for c in doc.tracked_calls(doc.head(json.loads(OLDER_PARTIAL.read_text())))] == [
+        c["tcId"] for c in calls
+    ]
+    messages = doc.openai_messages(document, "system")
+    tool_messages = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    assert tool_messages["call_now_1"] == "2026-03-06T14:02:11Z"
+    assert json.loads(tool_messages["call_weather_1"])["status"] == "running"
+
+
+def test_a_result_for_an_older_partial_turn_is_written_in_the_current_shape() -> None:
+    document = json.loads(OLDER_PARTIAL.read_text())
+    updated = apply_result(document, OLDER_TOKEN, "sunny")
+    assert updated is not None
+    head = doc.head(updated)
+    # every call is final now: the head is a full user turn, both answers in the model's order
+    assert head["tag"] == "UserTurn"
+    assert [(call["id"], response) for call, response in head["contents"]["userToolResponses"]] == [
+        ("call_now_1", {"type": "text", "content": "2026-03-06T14:02:11Z"}),
+        ("call_weather_1", "sunny"),
+    ]
+    assert doc.status_of(updated) == "ready"
+    # the older turns below the head are kept as they were
+    assert updated["turns"][1:] == document["turns"][1:]
+
+
+def test_a_legacy_wrapped_tool_response_renders_as_its_value() -> None:
+    assert doc.render_tool_response({"_userToolResponse": "42 files"}) == "42 files"
+
+
+@pytest.mark.django_db
+def test_an_older_session_lists_its_pending_call_over_the_api() -> None:
+    original = json.loads(OLDER_PARTIAL.read_text())
+    now = timezone.now()
+    session = Session.objects.create(
+        id=uuid.UUID(original["sessionId"]),
+        agent_slug="imported",
+        status=doc.status_of(original),
+        version=1,
+        created_at=now,
+        updated_at=now,
+        document_json=OLDER_PARTIAL.read_text(),
+    )
+    answer = APIClient().get(f"/v1/sessions/{session.pk}/pending")
+    assert answer.status_code == 200
+    assert [(c["tool"], c["continuation_token"]) for c in answer.json()["calls"]] == [("get_weather", OLDER_TOKEN)]
