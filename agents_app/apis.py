@@ -17,7 +17,9 @@ from rest_framework.views import APIView
 from agents_app import services
 from agents_app.loader import LoadedAgent
 from agents_app.registry import get_registry
+from agents_app.runtime import runtime_agent
 from agentsite.access import forbidden, principal_of
+from agentsite.common import rfc3339
 from agentsite.errors import unknown_agent
 from tools_app.toolset import ToolSet
 
@@ -44,7 +46,6 @@ def agent_descriptor(slug: str) -> dict[str, Any]:
     Raises:
         ApiError: 404 ``unknown_agent``.
     """
-    from sessions_app.runtime import runtime_agent
 
     agent = runtime_agent(slug)
     return _descriptor(agent.loaded, agent.toolset)
@@ -52,7 +53,6 @@ def agent_descriptor(slug: str) -> dict[str, Any]:
 
 def _descriptor(loaded: LoadedAgent, toolset: ToolSet) -> dict[str, Any]:
     """The AgentDescriptor of a loaded agent and its tools; stored agents add their config."""
-    from sessions_app.selectors import rfc3339
 
     spec = loaded.spec
     descriptor = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from sessions_app.models import TextJSONField
+from agentsite.common import TextJSONField
 
 
 class StoredAgent(models.Model):

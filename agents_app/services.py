@@ -18,6 +18,7 @@ from agents_app import stored
 from agents_app.loader import LoadedAgent
 from agents_app.models import StoredAgent, StoredAgentsGeneration
 from agents_app.registry import get_registry
+from agentsite.common import db_now
 from agentsite.errors import ApiError, unknown_agent
 from tools_app.bash import list_tool_files
 from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
@@ -135,7 +136,6 @@ def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tupl
         ApiError: 409 ``agent_defined_by_file``, 400 ``unknown_helper``, 400 ``helper_cycle``
             when another writer changed things since :func:`stored_agent_prepare`.
     """
-    from sessions_app.services import db_now
 
     slug = prepared.slug
     with transaction.atomic():

@@ -81,7 +81,7 @@ def _load_agents_or_exit() -> None:
     from agents_app.keys import ApiKeysError
     from agents_app.loader import AgentLoadError
     from agents_app.registry import load_registry_from_settings, set_registry
-    from sessions_app.runtime import reset_runtime_agents, runtime_agent
+    from agents_app.runtime import reset_runtime_agents, runtime_agent
     from tools_app.toolset import ToolBuildError
 
     try:
@@ -110,7 +110,7 @@ def _load_agents_or_exit() -> None:
 
 def _recover(*, all_claimed: bool) -> None:
     """Startup recovery (spec/server-api.md §9.2): before the first request is accepted."""
-    from sessions_app.services import recover_stale_runs
+    from sessions_app.services.recovery import recover_stale_runs
 
     recovered, resent = recover_stale_runs(all_claimed=all_claimed)
     log.info(

@@ -23,8 +23,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from agentsite.errors import ApiError
 from sessions_app import document as doc
-from sessions_app import services
 from sessions_app.models import Continuation, Event, Session
+from sessions_app.services import continuations
 
 #: Events shown on a session's page, newest first.
 EVENTS_SHOWN = 50
@@ -229,7 +229,7 @@ class SessionAdmin(admin.ModelAdmin):
                 messages.error(request, f"The result is not valid JSON: {error}")
                 return HttpResponseRedirect(page)
         try:
-            session = services.continuation_complete(
+            session = continuations.continuation_complete(
                 token=continuation.pk, result=result, resume=request.POST.get("resume") == "on"
             )
         except ApiError as error:

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from agentsite.api import json_object_body, parse_uuid, query_bool, wait_params
 from agentsite.errors import bad_request, unknown_session, unknown_token
 from sessions_app import document as doc
-from sessions_app import mailbox, selectors, services
+from sessions_app import mailbox, selectors
 from sessions_app.models import Session
 from sessions_app.owner_apis import caller, issue_session_token, require_visible, require_visible_token
 from sessions_app.serializers import (
@@ -34,6 +34,7 @@ from sessions_app.serializers import (
     SessionViewSerializer,
     validated,
 )
+from sessions_app.services import continuations, mail, sessions, tree
 
 WAIT_PARAMETERS = [
     OpenApiParameter("wait", bool, description="answer when the run stops (default false)"),
@@ -150,7 +151,7 @@ class SessionCollectionApi(APIView):
             parent_id = _session_id(data["parent"])
             require_visible(request, parent_id)
         wait_params(request)
-        session = services.session_create(
+        session = sessions.session_create(
             agent_slug=data["agent"],
             prompt=prompt or None,
             media=media,
@@ -177,7 +178,7 @@ class SessionDetailApi(APIView):
     )
     def delete(self, request: Request, session_id: str) -> Response:
         """Delete the session and its descendants (leaves first); refused while a run is active."""
-        plan = services.session_delete(session_id=_session_id(session_id), dry_run=query_bool(request, "dry_run"))
+        plan = tree.session_delete(session_id=_session_id(session_id), dry_run=query_bool(request, "dry_run"))
         return Response(plan)
 
     @extend_schema(
@@ -204,7 +205,7 @@ class SessionMessagesApi(APIView):
         selectors.session_get(sid)
         data = validated(MessageSerializer, json_object_body(request))
         wait_params(request)
-        session = services.message_post(
+        session = sessions.message_post(
             session_id=sid,
             prompt=data.get("prompt") or None,
             media=_media(data),
@@ -230,7 +231,7 @@ class SessionResumeApi(APIView):
         selectors.session_get(sid)
         data = validated(ResumeSerializer, json_object_body(request))
         wait_params(request)
-        session = services.session_resume(session_id=sid, mode=data["mode"], owner=caller(request).owner)
+        session = sessions.session_resume(session_id=sid, mode=data["mode"], owner=caller(request).owner)
         return _answer(request, session)
 
 
@@ -262,7 +263,7 @@ class ContinuationApi(APIView):
         data = validated(ContinuationSerializer, body)
         wait_params(request)
         require_visible_token(request, parsed)
-        session = services.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
+        session = continuations.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
         return _answer(request, session)
 
 
@@ -276,7 +277,7 @@ class SessionMailApi(APIView):
         selectors.session_get(sid)
         data = validated(MailSerializer, json_object_body(request))
         body = mailbox.validate_body(json_object_body(request).get("body"))
-        receipt = services.mail_send(
+        receipt = mail.mail_send(
             session_id=sid,
             body=body,
             priority=data["priority"],
@@ -306,7 +307,7 @@ class SessionPauseApi(APIView):
         """Pause: the run stops at its next step and the session is stored ``paused``."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return _answer(request, services.session_pause(session_id=sid, owner=caller(request).owner))
+        return _answer(request, sessions.session_pause(session_id=sid, owner=caller(request).owner))
 
 
 class SessionCancelApi(APIView):
@@ -317,7 +318,7 @@ class SessionCancelApi(APIView):
         """Stop the active run and its background calls; answers once the run has stopped."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        services.session_cancel(session_id=sid, owner=caller(request).owner)
+        sessions.session_cancel(session_id=sid, owner=caller(request).owner)
         session = selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)
         return Response(selectors.meta_view(session))
 
@@ -332,7 +333,7 @@ class SessionCancelAttachedApi(APIView):
         """Cancel every attached tool call, without stopping the run."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return _answer(request, services.session_cancel_attached(session_id=sid, owner=caller(request).owner))
+        return _answer(request, sessions.session_cancel_attached(session_id=sid, owner=caller(request).owner))
 
 
 class SessionForkApi(APIView):
@@ -344,5 +345,5 @@ class SessionForkApi(APIView):
         sid = _session_id(session_id)
         selectors.session_get(sid)
         data = validated(ForkSerializer, json_object_body(request))
-        session = services.session_fork(session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"))
+        session = tree.session_fork(session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"))
         return Response(selectors.session_view(session), status=201, headers={"Location": f"/v1/sessions/{session.pk}"})

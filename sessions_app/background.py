@@ -1,23 +1,19 @@
-"""Tool calls that run outside the step: background (``runAsync``) and detached calls.
+"""The rows of tool calls that run outside the step: background (``runAsync``) and detached calls.
 
-The executing side (a Celery task for ``runAsync``, a worker thread for a call an interrupt
-detached) runs the tool while a watcher renews the call's heartbeat and turns a cancellation
-request, written by any process, into a kill of the tool's process group. When the call ends its
-row is finished, never overwriting a cancellation; if the call was detached by then, its result
-is posted to the session as ``toolCallFinished`` mail (spec/sessions.md §3.6, §3.9).
+A BackgroundCall row is created with the step that starts the call, claimed by its executor
+(``sessions_app.executor``), renewed by its heartbeat and finished once. The run reads the rows to
+wait for attached calls; a cancellation is a flag on the row that the executor turns into a kill.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from sessions_app.models import BackgroundCall, Session
@@ -55,23 +51,6 @@ def cancel_calls(session: Session, tool_call_ids: list[str] | None) -> int:
     return query.update(cancel_requested=True)
 
 
-class Watcher(threading.Thread):
-    """Renews a running call's heartbeat and sets ``cancel`` when a cancellation is requested."""
-
-    def __init__(self, call_id: uuid.UUID, cancel: threading.Event) -> None:
-        super().__init__(name=f"bg-{call_id}", daemon=True)
-        self.call_id = call_id
-        self.cancel = cancel
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        try:
-            while not self.done.wait(HEARTBEAT_SECONDS):
-                BackgroundCall.objects.filter(pk=self.call_id).update(heartbeat_at=timezone.now())
-                if BackgroundCall.objects.filter(pk=self.call_id, cancel_requested=True).exists():
-                    self.cancel.set()
-        finally:
-            connection.close()
 
 
 def claim(call_id: uuid.UUID, executor: str) -> bool:
@@ -84,64 +63,8 @@ def claim(call_id: uuid.UUID, executor: str) -> bool:
     )
 
 
-def execute(call_id: uuid.UUID, work: Callable[[threading.Event], tuple[str, Any]]) -> None:
-    """Run ``work(cancel_event)`` for a claimed BackgroundCall, with heartbeat and cancellation.
-
-    Args:
-        call_id: the BackgroundCall.
-        work: runs the tool; returns ``(state, response)`` with state ``Completed`` or ``Failed``.
-    """
-    cancel = threading.Event()
-    watcher = Watcher(call_id, cancel)
-    watcher.start()
-    try:
-        state, response = work(cancel)
-    except Exception as error:
-        log.exception("background call failed", extra={"kind": "tools.background_failed"})
-        state, response = "Failed", f"Error: {type(error).__name__}: {error}"
-    finally:
-        watcher.done.set()
-    if cancel.is_set():
-        state, response = "Failed", CANCELLED_TEXT
-    finish(call_id, state, response)
-    close_old_connections()
 
 
-def finish(call_id: uuid.UUID, state: str, response: Any) -> None:
-    """Record a call's end; post ``toolCallFinished`` mail when it is detached."""
-    from sessions_app.services import mail_send
-
-    with transaction.atomic():
-        row = BackgroundCall.objects.select_for_update().filter(pk=call_id).first()
-        if row is None or row.state != BackgroundCall.State.RUNNING:
-            return
-        cancelled = row.cancel_requested and state != "Completed"
-        row.state = (
-            BackgroundCall.State.CANCELLED
-            if cancelled
-            else (BackgroundCall.State.COMPLETED if state == "Completed" else BackgroundCall.State.FAILED)
-        )
-        row.result = CANCELLED_TEXT if cancelled else response
-        row.finished_at = timezone.now()
-        row.save(update_fields=["state", "result", "finished_at"])
-        detached = not row.attached
-    if detached:
-        mail_send(
-            session_id=row.session_id,
-            body={
-                "tag": "toolCallFinished",
-                "toolCallId": row.tool_call_id,
-                "providerCallId": row.provider_call_id,
-                "tool": row.tool,
-                "state": "Failed" if row.state != BackgroundCall.State.COMPLETED else "Completed",
-                "result": row.result,
-            },
-            sender={"tag": "toolCall", "toolCallId": row.tool_call_id},
-        )
-    else:
-        from sessions_app import hub
-
-        transaction.on_commit(hub.announce)
 
 
 def orphan_stale(session: Session) -> int:

@@ -443,3 +443,25 @@ def media_from_api(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             media["filename"] = item["filename"]
         converted.append(media)
     return converted
+
+
+def apply_result(document: dict[str, Any], token: str, response: Any) -> dict[str, Any] | None:
+    """Write a deferred call's result into the head partial turn (spec/sessions.md §2.7).
+
+    Returns:
+        The new document (the head closed into a full ``UserTurn`` once every call is final), or
+        ``None`` when the head holds no deferred call with that token.
+    """
+    turn = head(document)
+    if turn is None or turn.get("tag") != "PartialUserTurn":
+        return None
+    updated = current_partial(turn)
+    for tc in tracked_calls(updated):
+        if tc.get("tcContinuation") == token and tc["tcState"] == "Deferred":
+            tc["tcState"] = "Completed"
+            tc["tcResult"] = response
+            break
+    else:
+        return None
+    turn = close_partial(updated) if all_final(updated) else updated
+    return replace_head(document, turn)

@@ -16,47 +16,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents_app.runtime import RuntimeAgent
 from django.conf import settings
 from django.db import close_old_connections
 
 from agents_app.llm import complete
-from sessions_app import background
+from sessions_app import background, executor
 from sessions_app import document as doc
-from sessions_app.runtime import RuntimeAgent
+from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from tools_app.base import ToolContext
 from tools_app.subagent import helper_slug
 
 log = logging.getLogger("sessions.engine")
 
 
-@dataclass
-class NewContinuation:
-    """A deferred call that needs a Continuation row, created with the step's store."""
-
-    token: str
-    tool_call_id: str
-    call: dict[str, Any]
-    disposition: dict[str, Any]
 
 
-@dataclass
-class NewChild:
-    """A child session to create with the step: it answers a helper call."""
-
-    session_id: uuid.UUID
-    agent_slug: str
-    prompt: str
-    depth: int
 
 
-@dataclass
-class StepResult:
-    """What one step produced: the new document, the continuations and background calls to create."""
-
-    document: dict[str, Any]
-    continuations: list[NewContinuation] = field(default_factory=list)
-    background: list[dict[str, Any]] = field(default_factory=list)
-    children: list[NewChild] = field(default_factory=list)
 
 
 class NothingToDo(Exception):
@@ -193,7 +170,7 @@ class _InlineCall:
         self.done = threading.Event()
         self.outcome: tuple[str, Any] | None = None
         self.detached_id: uuid.UUID | None = None
-        self.watcher: background.Watcher | None = None
+        self.watcher: executor.Watcher | None = None
         self.cancel = context.cancel or threading.Event()
         self.thread = threading.Thread(target=self._run, args=(agent, call, context), daemon=True)
         self.thread.start()
@@ -212,7 +189,7 @@ class _InlineCall:
         if target is not None:
             if self.watcher is not None:
                 self.watcher.done.set()
-            background.finish(target, *outcome)
+            executor.finish(target, *outcome)
             close_old_connections()
 
     def detach(self, session: Any, tracked: dict[str, Any]) -> bool:
@@ -223,7 +200,7 @@ class _InlineCall:
             row = background.create(session, tracked, attached=False)
             background.claim(row.pk, "inline")
             self.detached_id = row.pk
-            self.watcher = background.Watcher(row.pk, self.cancel)
+            self.watcher = executor.Watcher(row.pk, self.cancel)
             self.watcher.start()
             return True
 
@@ -359,23 +336,3 @@ def _child_call(
     return entry
 
 
-def apply_result(document: dict[str, Any], token: str, response: Any) -> dict[str, Any] | None:
-    """Write a deferred call's result into the head partial turn (spec/sessions.md §2.7).
-
-    Returns:
-        The new document (the head closed into a full ``UserTurn`` once every call is final), or
-        ``None`` when the head holds no deferred call with that token.
-    """
-    head = doc.head(document)
-    if head is None or head.get("tag") != "PartialUserTurn":
-        return None
-    updated = doc.current_partial(head)
-    for tc in doc.tracked_calls(updated):
-        if tc.get("tcContinuation") == token and tc["tcState"] == "Deferred":
-            tc["tcState"] = "Completed"
-            tc["tcResult"] = response
-            break
-    else:
-        return None
-    turn = doc.close_partial(updated) if doc.all_final(updated) else updated
-    return doc.replace_head(document, turn)

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from sessions_app import hub
 from sessions_app.models import Event, EventRetention, Session
+from sessions_app.selectors import meta_view
 
 #: Any constant works: it only has to be the same in every process writing events.
 _ADVISORY_LOCK_KEY = 0x6167656E7473
@@ -54,10 +55,13 @@ def emit(kind: str, session_id: uuid.UUID | str, owner: str | None, /, **payload
     return event
 
 
+def emit_session_created(session: Session) -> Event:
+    """``session.created``: the SessionMetaView of a new session."""
+    return emit("session.created", session.pk, session.owner, **meta_view(session))
+
+
 def emit_session_updated(session: Session) -> Event:
     """``session.updated``: the SessionMetaView of the stored version plus its ``head_turn``."""
-    from sessions_app.selectors import meta_view
-
     turns = json.loads(session.document_json).get("turns") or []
     head = turns[0] if turns else None
     return emit("session.updated", session.pk, session.owner, **meta_view(session), head_turn=head)

@@ -12,11 +12,10 @@ import copy
 import uuid
 from typing import Any
 
+from agentsite.common import is_base64, rfc3339
 from agentsite.errors import bad_request
 from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session
-from sessions_app.selectors import rfc3339
-from sessions_app.serializers import is_base64
 
 CONTROL_TAGS = {"pause", "resume", "stopRun", "cancelAllAttached", "cancelCalls"}
 BODY_TAGS = {"userMessage", "agentMessage", "control", "toolCallFinished", "continuationResult", "watchedEvent"}

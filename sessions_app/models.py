@@ -3,7 +3,7 @@
 The conversation itself is the agents-exe session document, stored as TEXT rather than a JSON
 column: PostgreSQL's jsonb refuses ``\\u0000`` and reorders keys, and a session file must come
 back byte-compatible. Every stored change increments ``version``; writes are fenced with
-``UPDATE ... WHERE version = n`` (see ``sessions_app.services.store``).
+``UPDATE ... WHERE version = n`` (see ``sessions_app.store``).
 """
 
 from __future__ import annotations
@@ -14,24 +14,7 @@ from typing import Any
 
 from django.db import models
 
-
-def dump_document(value: Any) -> str:
-    """JSON text for a TEXT column: ASCII-only, so that PostgreSQL takes any string (a NUL
-    character becomes the six characters ``\\u0000``) and the value reads back equal."""
-    return json.dumps(value, ensure_ascii=True)
-
-
-class TextJSONField(models.TextField):
-    """A JSON value stored as text (see :func:`dump_document`): PostgreSQL's jsonb refuses NUL."""
-
-    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
-        return None if value is None else json.loads(value)
-
-    def to_python(self, value: Any) -> Any:
-        return json.loads(value) if isinstance(value, str) else value
-
-    def get_prep_value(self, value: Any) -> str | None:
-        return None if value is None else dump_document(value)
+from agentsite.common import TextJSONField
 
 
 class Session(models.Model):

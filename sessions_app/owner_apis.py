@@ -20,9 +20,10 @@ from agentsite.access import can_see, principal_of
 from agentsite.api import json_object_body, parse_uuid
 from agentsite.auth import Principal, new_session_token
 from agentsite.errors import unknown_session, unknown_token
-from sessions_app import owner_services, selectors
+from sessions_app import selectors
 from sessions_app.models import Continuation
 from sessions_app.serializers import ErrorSerializer, SessionViewSerializer
+from sessions_app.services import owner
 
 
 def caller(request: Request) -> Principal:
@@ -78,7 +79,7 @@ class SessionParamsApi(APIView):
         body = json_object_body(request)
         # DECISIONS 9: an object whose only key is "params", holding an object, is the wrapped form
         params = body["params"] if set(body) == {"params"} and isinstance(body["params"], dict) else body
-        session = owner_services.session_params_put(session_id=sid, params=params)
+        session = owner.session_params_put(session_id=sid, params=params)
         return Response(selectors.session_view(session))
 
 
@@ -90,4 +91,4 @@ class SessionTokenApi(APIView):
         """Revoke the session token: it answers 401 from now on."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return Response(selectors.session_view(owner_services.session_token_revoke(session_id=sid)))
+        return Response(selectors.session_view(owner.session_token_revoke(session_id=sid)))

@@ -22,11 +22,16 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 
 from agents_app.llm import LlmError
-from sessions_app import background, events, hub, mailbox, services
+from agents_app.runtime import runtime_agent
+from agentsite.common import db_now
+from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
+from sessions_app.dispatch import enqueue_background_call, send_run
 from sessions_app.engine import NothingToDo, RunSignals, Stopped, step
 from sessions_app.models import Session
-from sessions_app.runtime import runtime_agent
+from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
+from sessions_app.services.tree import child_create, deliver_to_parent
+from sessions_app.store import VersionConflict, lease_deadline, store
 
 log = logging.getLogger("sessions.runner")
 
@@ -45,11 +50,11 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> bool:
         ``True`` when this worker now holds the run.
     """
     with transaction.atomic():
-        now = services.db_now()
+        now = db_now()
         changed = (
             Session.objects.filter(pk=session_id, run_id=run_id, status=Session.Status.RUNNING)
             .filter(Q(run_owner__isnull=True) | Q(run_lease_until__lt=now))
-            .update(run_owner=WORKER_NAME, run_lease_until=services.lease_deadline(now))
+            .update(run_owner=WORKER_NAME, run_lease_until=lease_deadline(now))
         )
         if changed != 1:
             return False
@@ -79,9 +84,9 @@ class _Heartbeat(threading.Thread):
                 if time.monotonic() - last_renewal < renew_every:
                     continue
                 last_renewal = time.monotonic()
-                now = services.db_now()
+                now = db_now()
                 renewed = Session.objects.filter(pk=self.session_id, run_id=self.run_id, run_owner=WORKER_NAME).update(
-                    run_lease_until=services.lease_deadline(now)
+                    run_lease_until=lease_deadline(now)
                 )
                 if renewed != 1:
                     self.lost.set()
@@ -146,12 +151,12 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
                 _hand_back(session_id)
                 return
             session = Session.objects.get(pk=session_id)
-            document, applied = services.apply_completed_continuations(session, session.document)
+            document, applied = apply_completed_continuations(session, session.document)
             document, stop, controls = _take_controls(session, document)
             if applied or controls:
                 with transaction.atomic():
                     session = _fenced_store(session, document)
-                    services.mark_applied(applied)
+                    mark_applied(applied)
             if stop is not None:
                 _finish(session_id, mode, stop, None, agent=agent)
                 return
@@ -197,7 +202,7 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
         raise
     except LlmError as error:
         _finish(session_id, mode, Session.Status.FAILED, error.detail, agent=None)
-    except services.VersionConflict:
+    except VersionConflict:
         _finish(session_id, mode, Session.Status.FAILED, "concurrent modification", agent=None)
     except Exception as error:
         log.exception("run failed", extra={"kind": "run.failed", "session_id": str(session_id)})
@@ -208,25 +213,19 @@ def _store_step(session: Session, result: Any) -> None:
     """Store a step with its continuations and background calls; start those after commit."""
     with transaction.atomic():
         session = _fenced_store(session, result.document)
-        services.create_continuations(session, result.continuations)
+        create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=True) for entry in result.background]
         calls = {
             tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))
         }
         for child in result.children:
-            services.child_create(session, child, calls.get(str(child.session_id), {}))
+            child_create(session, child, calls.get(str(child.session_id), {}))
         if result.continuations:
             tokens = {c.token for c in result.continuations}
             calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
             events.emit("calls.deferred", session.pk, session.owner, calls=calls)
         for row in rows:
-            transaction.on_commit(lambda row_id=str(row.pk): _start_background(row_id))
-
-
-def _start_background(call_id: str) -> None:
-    from sessions_app.tasks import run_background_call_task
-
-    run_background_call_task.delay(call_id)
+            enqueue_background_call(row.pk)
 
 
 def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], str | None, bool]:
@@ -358,17 +357,11 @@ def _hand_back(session_id: uuid.UUID) -> None:
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.run_owner != WORKER_NAME:
             raise LeaseLost()
-        services.store(session, session.document, fence_run=WORKER_NAME, run_owner=None, run_lease_until=None)
+        store(session, session.document, fence_run=WORKER_NAME, run_owner=None, run_lease_until=None)
         if settings.REDIS_URL:
             run_id = str(session.run_id)
-            transaction.on_commit(lambda: _resend(str(session_id), run_id))
+            transaction.on_commit(lambda: send_run(str(session_id), run_id))
     log.info("run handed back", extra={"kind": "run.handed_back", "session_id": str(session_id)})
-
-
-def _resend(session_id: str, run_id: str) -> None:
-    from sessions_app.tasks import run_session_task
-
-    run_session_task.delay(session_id, run_id)
 
 
 def _text_delta_emitter(session: Session) -> Callable[[str], None]:
@@ -387,8 +380,8 @@ def _tool_event_emitter(session: Session) -> Callable[..., None]:
 
 def _fenced_store(session: Session, document: dict[str, Any]) -> Session:
     try:
-        return services.store(session, document, fence_run=WORKER_NAME)
-    except services.VersionConflict:
+        return store(session, document, fence_run=WORKER_NAME)
+    except VersionConflict:
         holder = Session.objects.filter(pk=session.pk).values_list("run_owner", flat=True).first()
         if holder != WORKER_NAME:
             raise LeaseLost() from None
@@ -412,8 +405,8 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
         session = Session.objects.select_for_update().get(pk=session_id)
         if session.run_owner != WORKER_NAME:
             raise LeaseLost()
-        document, applied = services.apply_completed_continuations(session, session.document)
-        services.mark_applied(applied)
+        document, applied = apply_completed_continuations(session, session.document)
+        mark_applied(applied)
         if status is None:
             document, late_stop, _ = _take_controls(session, document)
             status = late_stop
@@ -421,14 +414,14 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             pending_mail = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)]
             progress = (applied and doc.status_of(document) == "ready") or (pending_mail and mailbox.can_fold(document))
             if progress:
-                services.store(session, document, fence_run=WORKER_NAME)
+                store(session, document, fence_run=WORKER_NAME)
                 return False
         if status == "stopped" or (status == Session.Status.PAUSED and agent and agent.loaded.spec.pauseCancelsCalls):
             document = _cancel_attached(session, document)
         final = status if status in (Session.Status.FAILED, Session.Status.PAUSED) else doc.status_of(document)
         if status == Session.Status.FAILED:
             events.emit("session.failed", session.pk, session.owner, message=detail)
-        session = services.store(
+        session = store(
             session,
             document,
             fence_run=WORKER_NAME,
@@ -442,6 +435,6 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
         events.emit("run.stopped", session.pk, session.owner, status=final)
         if session.parent_id is not None:
             was_cancelled = status == "stopped"
-            transaction.on_commit(lambda: services.deliver_to_parent(session_id, cancelled=was_cancelled))
+            transaction.on_commit(lambda: deliver_to_parent(session_id, cancelled=was_cancelled))
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})
     return True

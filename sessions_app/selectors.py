@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from agentsite.common import rfc3339
 from agentsite.errors import unknown_session
 from sessions_app import document as doc
-from sessions_app import hub
-from sessions_app.models import Session
+from sessions_app import hub, mailbox
+from sessions_app.models import MailEnvelope, Session
 
 #: Longest sleep between two reads while waiting for a run to stop, in seconds.
 WAIT_RECHECK_SECONDS = 1.0
-
-
-def rfc3339(value: datetime | None) -> str | None:
-    """An aware datetime as RFC 3339 UTC with a ``Z`` (microseconds kept)."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def session_get(session_id: uuid.UUID) -> Session:
@@ -116,9 +110,6 @@ def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
 
 def mail_list(session: Session, *, unread: bool) -> list[dict[str, Any]]:
     """The session's envelopes, oldest first; with ``unread`` only those not consumed yet."""
-    from sessions_app import mailbox
-    from sessions_app.models import MailEnvelope
-
     if unread:
         envelopes = mailbox.unread(session, session.document)
     else:

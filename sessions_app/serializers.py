@@ -7,21 +7,12 @@ document; the views themselves are built by ``sessions_app.selectors``.
 
 from __future__ import annotations
 
-import binascii
 from typing import Any
 
 from rest_framework import serializers
 
+from agentsite.common import is_base64
 from agentsite.errors import bad_request
-
-
-def is_base64(value: str) -> bool:
-    """Whether ``value`` is standard base64 (padding required, no other characters)."""
-    try:
-        binascii.a2b_base64(value.encode("ascii"), strict_mode=True)
-    except (binascii.Error, UnicodeEncodeError):
-        return value == ""
-    return True
 
 
 class StrictCharField(serializers.CharField):

@@ -12,10 +12,12 @@ from celery import shared_task
 from celery.signals import worker_shutting_down
 from django.conf import settings
 
-from sessions_app import background, events, hub, runner, services
+from agents_app.runtime import runtime_agent
+from sessions_app import background, events, executor, hub, runner
+from sessions_app.dispatch import RUN_BACKGROUND_CALL_TASK, RUN_SESSION_TASK
 from sessions_app.engine import run_tool_call
 from sessions_app.models import BackgroundCall
-from sessions_app.runtime import runtime_agent
+from sessions_app.services.recovery import recover_stale_runs
 from tools_app.base import ToolContext
 
 log = logging.getLogger("sessions.tasks")
@@ -27,7 +29,7 @@ def _on_worker_shutdown(**kwargs: Any) -> None:
     hub.begin_shutdown()
 
 
-@shared_task(name="sessions.run_session", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@shared_task(name=RUN_SESSION_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_session_task(session_id: str, run_id: str) -> None:
     """Execute run ``run_id`` of a session; a duplicate delivery finds it claimed and exits."""
     runner.run_session(session_id, run_id)
@@ -42,14 +44,14 @@ def prune_events_task() -> int:
 @shared_task(name="sessions.sweep", ignore_result=True)
 def sweep_runs_task() -> None:
     """Recover runs whose lease expired and resend unclaimed ones (run periodically by beat)."""
-    recovered, resent = services.recover_stale_runs(all_claimed=False)
+    recovered, resent = recover_stale_runs(all_claimed=False)
     if recovered:
         log.warning("sessions taken over", extra={"kind": "sessions.taken_over", "session_ids": recovered})
     if resent:
         log.info("runs resent", extra={"kind": "sessions.runs_resent", "session_ids": resent})
 
 
-@shared_task(name="sessions.run_background_call", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@shared_task(name=RUN_BACKGROUND_CALL_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_background_call_task(call_id: str) -> None:
     """Run a ``runAsync`` tool call; a duplicate delivery finds it claimed and exits."""
     if not background.claim(uuid.UUID(call_id), runner.WORKER_NAME):
@@ -71,4 +73,4 @@ def run_background_call_task(call_id: str) -> None:
         )
         return run_tool_call(agent, row.call, context)
 
-    background.execute(row.pk, work)
+    executor.execute(row.pk, work)

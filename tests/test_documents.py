@@ -11,9 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from sessions_app import document as doc
-from sessions_app.engine import apply_result
 from sessions_app.models import Session
-from sessions_app.services import store
+from sessions_app.store import store
 from tests.harness import FIXTURES
 
 # a missing fixtures folder must fail the tests below, not skip them
@@ -86,7 +85,7 @@ def test_an_older_partial_turn_reads_as_tracked_calls() -> None:
 
 def test_a_result_for_an_older_partial_turn_is_written_in_the_current_shape() -> None:
     document = json.loads(OLDER_PARTIAL.read_text())
-    updated = apply_result(document, OLDER_TOKEN, "sunny")
+    updated = doc.apply_result(document, OLDER_TOKEN, "sunny")
     assert updated is not None
     head = doc.head(updated)
     # every call is final now: the head is a full user turn, both answers in the model's order

@@ -11,10 +11,11 @@ import pytest
 
 from agents_app.loader import load_agent_files
 from agents_app.registry import AgentRegistry, set_registry
+from agents_app.runtime import reset_runtime_agents
 from agentsite.mockllm import MockLlmServer
-from sessions_app import runner, services
+from sessions_app import runner
 from sessions_app.models import Session
-from sessions_app.runtime import reset_runtime_agents
+from sessions_app.services import sessions
 from tests.harness import write_agent
 
 
@@ -30,7 +31,7 @@ def agent_registry(tmp_path: Path, llm_server: Callable[..., MockLlmServer]) -> 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_task_delivered_twice_runs_the_step_once(agent_registry: MockLlmServer) -> None:
-    session = services.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    session = sessions.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
     run_id = str(session.run_id)
     threads = [threading.Thread(target=runner.run_session, args=(str(session.pk), run_id)) for _ in range(2)]
     for thread in threads:
@@ -49,7 +50,7 @@ def test_a_task_delivered_twice_runs_the_step_once(agent_registry: MockLlmServer
 
 @pytest.mark.django_db(transaction=True)
 def test_a_stale_task_does_not_run_a_newer_run(agent_registry: MockLlmServer) -> None:
-    session = services.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    session = sessions.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
     runner.run_session(str(session.pk), str(uuid.uuid4()))
     assert len(agent_registry.requests) == 0
     assert Session.objects.get(pk=session.pk).status == "running"
@@ -60,7 +61,7 @@ def test_a_stale_task_does_not_run_a_newer_run(agent_registry: MockLlmServer) ->
 
 @pytest.mark.django_db(transaction=True)
 def test_a_live_lease_held_elsewhere_is_not_taken(agent_registry: MockLlmServer) -> None:
-    session = services.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    session = sessions.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
     assert runner.claim_run(session.pk, session.run_id)
     # the same run asked of another worker while the lease is live: not claimed
     Session.objects.filter(pk=session.pk).update(run_owner="another-worker")

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import sessions_app.models
+import agentsite.common
 
 
 def create_generation_row(apps, schema_editor):
@@ -20,9 +20,9 @@ class Migration(migrations.Migration):
             name="StoredAgent",
             fields=[
                 ("slug", models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ("contents", sessions_app.models.TextJSONField()),
-                ("files", sessions_app.models.TextJSONField(blank=True, default=dict)),
-                ("helpers", sessions_app.models.TextJSONField(blank=True, default=list)),
+                ("contents", agentsite.common.TextJSONField()),
+                ("files", agentsite.common.TextJSONField(blank=True, default=dict)),
+                ("helpers", agentsite.common.TextJSONField(blank=True, default=list)),
                 ("version", models.IntegerField(default=1)),
                 ("created_at", models.DateTimeField()),
                 ("updated_at", models.DateTimeField()),

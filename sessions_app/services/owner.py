@@ -1,7 +1,7 @@
 """Writes only a session's owner makes: its parameters and its session token (spec/server-api.md §5.4, §11).
 
 Like every other write they go through here (services write, selectors read), kept apart from
-``sessions_app.services`` because they are about who may change what rather than how a session
+the other services because they are about who may change what rather than how a session
 runs.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from agents_app.runtime import runtime_agent
 from django.db import transaction
 
 from agentsite.errors import ApiError, run_in_progress, unknown_session
 from sessions_app.models import Session
-from sessions_app.runtime import runtime_agent
-from sessions_app.services import run_is_active, store
+from sessions_app.store import run_is_active, store
 
 
 def session_params_put(*, session_id: uuid.UUID, params: dict[str, Any]) -> Session:

@@ -1,0 +1,60 @@
+"""Fields and helpers shared by every app: JSON kept as text, timestamps, base64, the database clock.
+
+They live here, below the apps, so that no app imports another one for a helper.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection, models
+from django.utils import timezone
+
+
+def dump_json_text(value: Any) -> str:
+    """JSON text for a TEXT column: ASCII-only, so that PostgreSQL takes any string (a NUL
+    character becomes the six characters ``\\u0000``) and the value reads back equal."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+class TextJSONField(models.TextField):
+    """A JSON value stored as text (see :func:`dump_json_text`): PostgreSQL's jsonb refuses NUL
+    and reorders keys, and session files must come back as they were written."""
+
+    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+    def to_python(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    def get_prep_value(self, value: Any) -> str | None:
+        return None if value is None else dump_json_text(value)
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    """An aware datetime as RFC 3339 UTC with a ``Z`` (microseconds kept); ``None`` stays ``None``."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def is_base64(value: str) -> bool:
+    """Whether ``value`` is standard base64 (padding required, no other characters)."""
+    try:
+        binascii.a2b_base64(value.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError):
+        return value == ""
+    return True
+
+
+def db_now() -> datetime:
+    """The current time from the database's clock on PostgreSQL (shared by every process),
+    from this process's clock on SQLite (one machine)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT now()")
+            return cursor.fetchone()[0]
+    return timezone.now()

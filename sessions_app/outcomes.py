@@ -1,0 +1,40 @@
+"""What a step asks the run loop to create with its store: continuations, child sessions.
+
+Kept apart from the engine so that the services that create these rows do not import the engine.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class NewContinuation:
+    """A deferred call that needs a Continuation row, created with the step's store."""
+
+    token: str
+    tool_call_id: str
+    call: dict[str, Any]
+    disposition: dict[str, Any]
+
+
+@dataclass
+class NewChild:
+    """A child session to create with the step: it answers a helper call."""
+
+    session_id: uuid.UUID
+    agent_slug: str
+    prompt: str
+    depth: int
+
+
+@dataclass
+class StepResult:
+    """What one step produced: the new document, the continuations and background calls to create."""
+
+    document: dict[str, Any]
+    continuations: list[NewContinuation] = field(default_factory=list)
+    background: list[dict[str, Any]] = field(default_factory=list)
+    children: list[NewChild] = field(default_factory=list)

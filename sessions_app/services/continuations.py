@@ -1,0 +1,149 @@
+"""Continuations: results posted for deferred calls (spec/server-api.md §1.2 #25, spec/DECISIONS.md 3)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+
+from agentsite.api import require_unicode
+from agentsite.common import db_now, is_base64
+from agentsite.errors import ApiError, bad_request, unknown_token
+from sessions_app import document as doc
+from sessions_app.dispatch import enqueue_run
+from sessions_app.models import Continuation, Session
+from sessions_app.outcomes import NewContinuation
+from sessions_app.store import lock_session, run_fields, run_is_active, store
+
+
+def normalize_tool_result(result: Any) -> Any:
+    """Check a continuation ``result`` (spec/DECISIONS.md 3) and return it in document form.
+
+    A JSON string is a text result (stored as a bare string, as agents-exe writes text);
+    otherwise ``{"type": "text"|"json"|"media"|"mixed", ...}``.
+
+    Raises:
+        ApiError: 400 ``bad_request`` naming what is wrong.
+    """
+    require_unicode(result, "result")
+    if isinstance(result, str):
+        return result
+    if not isinstance(result, dict) or "type" not in result:
+        raise bad_request('result must be a string or an object with "type" (text, json, media or mixed)')
+    kind = result["type"]
+    if kind == "text":
+        if not isinstance(result.get("content"), str):
+            raise bad_request('a "text" result needs a string "content"')
+        return result["content"]
+    if kind == "json":
+        if "content" not in result:
+            raise bad_request('a "json" result needs "content"')
+        return {"type": "json", "content": result["content"]}
+    if kind == "media":
+        return _check_media(result, "result")
+    if kind == "mixed":
+        parts = result.get("parts")
+        if not isinstance(parts, list):
+            raise bad_request('a "mixed" result needs a list of "parts"')
+        checked = []
+        for index, part in enumerate(parts):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                checked.append({"type": "text", "text": part["text"]})
+            elif isinstance(part, dict) and part.get("type") == "media":
+                checked.append(_check_media(part, f"parts[{index}]"))
+            else:
+                raise bad_request(f'parts[{index}] must be {{"type": "text", "text"}} or a media part')
+        return {"type": "mixed", "parts": checked}
+    raise bad_request(f"unknown result type {kind!r}; expected text, json, media or mixed")
+
+
+def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
+    if not isinstance(value.get("mimeType"), str) or not isinstance(value.get("base64Data"), str):
+        raise bad_request(f'{where}: a media part needs string "mimeType" and "base64Data"')
+    if not is_base64(value["base64Data"]):
+        raise bad_request(f"{where}: base64Data is not valid base64")
+    media = {"type": "media", "mimeType": value["mimeType"], "base64Data": value["base64Data"]}
+    if isinstance(value.get("filename"), str):
+        media["filename"] = value["filename"]
+    return media
+
+
+def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Session:
+    """Complete a deferred call (``POST /v1/continuations/:token``, §1.2 #25).
+
+    With a run active the result is recorded and the run applies it before its next step.
+    Otherwise it is written into the session at once and, when ``resume`` is true and no other
+    deferred call of that turn is left, a run is requested.
+
+    Raises:
+        ApiError: 404 ``unknown_token``; 409 ``token_already_completed``; 400 ``bad_request``.
+    """
+    response = normalize_tool_result(result)
+    with transaction.atomic():
+        continuation = Continuation.objects.select_for_update().filter(pk=token).first()
+        if continuation is None:
+            raise unknown_token(token)
+        if continuation.completed_at is not None:
+            raise ApiError(409, "token_already_completed", f"continuation {token} was already completed")
+        session = lock_session(continuation.session_id)
+        now = db_now()
+        continuation.result = response
+        continuation.completed_at = now
+        if run_is_active(session):
+            continuation.save(update_fields=["result", "completed_at"])
+            return session
+        continuation.applied_at = now
+        continuation.save(update_fields=["result", "completed_at", "applied_at"])
+        updated = doc.apply_result(session.document, str(token), response)
+        if updated is None:
+            # the call is no longer at the head (e.g. the session was forked past it): keep the
+            # result on the continuation only
+            return session
+        if resume and doc.status_of(updated) == Session.Status.READY:
+            session = store(session, updated, **run_fields("until_blocked"))
+            enqueue_run(session.pk, session.run_id)
+        else:
+            session = store(session, updated, status=doc.status_of(updated), status_detail=None)
+    return session
+
+
+def apply_completed_continuations(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], list[uuid.UUID]]:
+    """Fold results posted during a run into ``document`` (the run calls this before each step).
+
+    Returns:
+        The new document and the tokens applied (to mark with the step's store).
+    """
+    pending = Continuation.objects.filter(session=session, completed_at__isnull=False, applied_at__isnull=True)
+    applied = []
+    for continuation in pending.order_by("completed_at"):
+        updated = doc.apply_result(document, str(continuation.token), continuation.result)
+        if updated is not None:
+            document = updated
+        applied.append(continuation.token)
+    return document, applied
+
+
+def create_continuations(session: Session, new: list[NewContinuation]) -> None:
+    """Create the Continuation rows of newly deferred calls (inside the step's transaction)."""
+    now = db_now()
+    Continuation.objects.bulk_create(
+        [
+            Continuation(
+                token=uuid.UUID(item.token),
+                session=session,
+                tool_call_id=item.tool_call_id,
+                provider_call_id=str(item.call.get("id") or ""),
+                call=item.call,
+                disposition=item.disposition,
+                created_at=now,
+            )
+            for item in new
+        ]
+    )
+
+
+def mark_applied(tokens: list[uuid.UUID]) -> None:
+    """Record that these continuations' results are now in the session document."""
+    if tokens:
+        Continuation.objects.filter(pk__in=tokens).update(applied_at=db_now())

@@ -1,0 +1,124 @@
+"""Mail and control (spec/sessions.md §4, spec/server-api.md §12): what posting mail does to a session."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agents_app.runtime import runtime_agent
+from django.db import transaction
+
+from agentsite.common import db_now
+from sessions_app import document as doc
+from sessions_app import hub, mailbox
+from sessions_app.background import cancel_calls
+from sessions_app.dispatch import enqueue_run
+from sessions_app.models import MailEnvelope, Session
+from sessions_app.store import lock_session, run_fields, run_is_active, store
+
+
+def append_mail(
+    session: Session,
+    body: dict[str, Any],
+    *,
+    priority: str,
+    sender: dict[str, Any],
+    mail_id: uuid.UUID | None = None,
+    hops: int = 0,
+) -> tuple[MailEnvelope, bool]:
+    """Store one envelope on a locked session; ``(envelope, duplicate)``."""
+    if mail_id is not None:
+        existing = MailEnvelope.objects.filter(session=session, mail_id=mail_id).first()
+        if existing is not None:
+            return existing, True
+    last = MailEnvelope.objects.filter(session=session).order_by("-seq").values_list("seq", flat=True).first() or 0
+    envelope = MailEnvelope.objects.create(
+        session=session,
+        seq=last + 1,
+        mail_id=mail_id or mailbox.new_mail_id(),
+        sender=sender,
+        priority=priority,
+        hops=hops,
+        body=body,
+        sent_at=db_now(),
+    )
+    return envelope, False
+
+
+def wake_on(session: Session) -> list[str]:
+    spec = runtime_agent(session.agent_slug).loaded.spec
+    return spec.wakeOn if spec.wakeOn is not None else mailbox.DEFAULT_WAKE_ON
+
+
+def after_mail(session: Session, envelope: MailEnvelope) -> Session:
+    """What mail does to a session with no run: controls take effect, messages may wake it."""
+    document = session.document
+    if mailbox.is_control(envelope):
+        message = envelope.body["message"]["tag"]
+        document["controlCursor"] = envelope.seq
+        document.setdefault("mailCursor", 0)
+        status = session.status
+        if message == "pause":
+            status = Session.Status.PAUSED
+        elif message == "resume" and session.status == Session.Status.PAUSED:
+            status = doc.status_of(document)
+        if message in ("cancelCalls", "cancelAllAttached"):
+            ids = envelope.body["message"].get("toolCallIds")
+            cancel_calls(session, ids)
+        session = store(session, document, status=status)
+        if message == "resume" and status != Session.Status.PAUSED and runnable(session):
+            session = request_run(session, "until_blocked")
+        return session
+    kind = mailbox.sender_kind(envelope.sender, session)
+    if kind not in wake_on(session):
+        return session
+    spec = runtime_agent(session.agent_slug).loaded.spec
+    wakes = session.status in (Session.Status.IDLE, Session.Status.READY, Session.Status.FAILED) or (
+        session.status == Session.Status.PAUSED and spec.resumeOnAnyMail
+    )
+    # a session with tool calls still to run wakes too: the run runs them, then folds the mail
+    if wakes and (mailbox.can_fold(document) or doc.status_of(document) == Session.Status.READY):
+        session = request_run(session, "until_blocked")
+    return session
+
+
+def runnable(session: Session) -> bool:
+    document = session.document
+    if session.status == Session.Status.READY and doc.head(document) is not None:
+        return True
+    return mailbox.can_fold(document) and any(not mailbox.is_control(e) for e in mailbox.unread(session, document))
+
+
+def request_run(session: Session, mode: str) -> Session:
+    session = store(session, session.document, **run_fields(mode))
+    enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def mail_send(
+    *,
+    session_id: uuid.UUID,
+    body: dict[str, Any],
+    priority: str = "normal",
+    sender: dict[str, Any],
+    mail_id: uuid.UUID | None = None,
+    hops: int = 0,
+) -> dict[str, Any]:
+    """Accept mail for a session (``POST /v1/sessions/:id/mail``); never refused for its status.
+
+    With a run going, the run takes the mail at its next step (controls at once). Without one,
+    a control takes effect now, and a message wakes the session when its sender's kind is in the
+    agent's ``wakeOn`` (a paused session only with ``resumeOnAnyMail``).
+
+    Returns:
+        The Receipt ``{"id", "seq", "duplicate"}``.
+    Raises:
+        ApiError: 404 ``unknown_session``.
+    """
+    with transaction.atomic():
+        session = lock_session(session_id)
+        envelope, duplicate = append_mail(session, body, priority=priority, sender=sender, mail_id=mail_id, hops=hops)
+        if not duplicate and not run_is_active(session):
+            after_mail(session, envelope)
+        transaction.on_commit(hub.announce)
+    return {"id": str(envelope.mail_id), "seq": envelope.seq, "duplicate": duplicate}

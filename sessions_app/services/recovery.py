@@ -1,0 +1,67 @@
+"""Recovery: runs whose worker died, and runs nobody claimed (spec/server-api.md §9.2)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from agentsite.common import db_now
+from sessions_app import document as doc
+from sessions_app import events
+from sessions_app.dispatch import enqueue_run
+from sessions_app.models import Session
+from sessions_app.store import lock_session, store
+
+
+def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
+    """Free sessions whose run died with its worker, and resend runs nobody claimed.
+
+    A claimed run whose lease has expired (or every claimed run, with ``all_claimed``: at the
+    start of the embedded server no other process can hold one) is stored as a restart would
+    store it: the interrupted step is lost, the status is the one its turns imply, and nothing
+    resumes on its own (spec/server-api.md §9.2). A run requested more than a lease ago and still
+    unclaimed (its task was lost with a broker or a process) is enqueued again; the claim makes a
+    duplicate harmless.
+
+    Returns:
+        ``(recovered_ids, resent_ids)``.
+    """
+    now = db_now()
+    claimed = Session.objects.filter(status=Session.Status.RUNNING, run_owner__isnull=False)
+    if not all_claimed:
+        claimed = claimed.filter(run_lease_until__lt=now)
+    recovered = []
+    for session_id in claimed.values_list("pk", flat=True):
+        with transaction.atomic():
+            session = lock_session(session_id)
+            if session.status != Session.Status.RUNNING or session.run_owner is None:
+                continue
+            if not all_claimed and session.run_lease_until is not None and session.run_lease_until >= now:
+                continue
+            document = session.document
+            status = doc.status_of(document)
+            session = store(
+                session,
+                document,
+                status=status,
+                status_detail=None,
+                run_id=None,
+                run_mode=None,
+                run_owner=None,
+                run_lease_until=None,
+            )
+            events.emit("run.stopped", session.pk, session.owner, status=status)
+        recovered.append(str(session_id))
+    cutoff = now - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
+    unclaimed = Session.objects.filter(status=Session.Status.RUNNING, run_owner__isnull=True)
+    if not all_claimed:
+        unclaimed = unclaimed.filter(updated_at__lt=cutoff)
+    resent = []
+    for session_id, run_id in unclaimed.values_list("pk", "run_id"):
+        if run_id is not None:
+            with transaction.atomic():
+                enqueue_run(session_id, run_id)
+            resent.append(str(session_id))
+    return recovered, resent

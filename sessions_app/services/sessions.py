@@ -1,0 +1,192 @@
+"""Sessions: create, post a message, resume, pause and cancel (spec/server-api.md §1.2).
+
+A change that starts a run writes the change and requests the run (``status=running`` and a fresh
+``run_id``) in one transaction, and sends the run task on commit (spec/ARCHITECTURE.md "The flow
+of one run", step 1).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agents_app.runtime import runtime_agent
+from django.db import transaction
+
+from agents_app.registry import get_registry
+from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_agent, unknown_session
+from sessions_app import document as doc
+from sessions_app import hub, mailbox
+from sessions_app.background import cancel_calls
+from sessions_app.dispatch import enqueue_run
+from sessions_app.models import Session
+from sessions_app.services.mail import after_mail, append_mail, mail_send
+from sessions_app.services.tree import has_active_descendants, stop_children
+from sessions_app.store import insert_session, lock_session, run_fields, run_is_active, store
+
+
+def session_create(
+    *,
+    agent_slug: str,
+    prompt: str | None,
+    media: list[dict[str, Any]] | None,
+    run: str,
+    parent_id: uuid.UUID | None = None,
+    owner: str | None = None,
+    sealed: bool = False,
+    session_token_sha256: str | None = None,
+) -> Session:
+    """Create a session (``POST /v1/sessions``, spec/server-api.md §1.2 #8).
+
+    Without a prompt and media the session is empty and ``ready``; with ``run="none"`` its first
+    turn is stored and it stays ``ready``; otherwise a run is requested. A sub-session belongs to
+    its root's owner (§5.2), whoever creates it; ``sealed`` and the session token's digest (§5.4)
+    are the new session's own, never inherited.
+
+    Raises:
+        ApiError: 404 ``unknown_agent``; 404 ``unknown_session`` for a missing parent.
+    """
+    if get_registry().get(agent_slug) is None:
+        # helpers run as children of their caller; sessions are created for root agents
+        raise unknown_agent(agent_slug)
+    agent = runtime_agent(agent_slug)
+    with transaction.atomic():
+        parent = None
+        if parent_id is not None:
+            parent = Session.objects.filter(pk=parent_id).first()
+            if parent is None:
+                raise unknown_session(parent_id)
+        session_id = uuid.uuid4()
+        document = doc.new_document(str(session_id))
+        query = doc.make_query(prompt, media)
+        if query is not None:
+            document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
+        fields: dict[str, Any] = {"status": Session.Status.READY}
+        starts_run = query is not None and run != "none"
+        if starts_run:
+            fields = run_fields(run)
+        session = insert_session(
+            document,
+            id=session_id,
+            agent_slug=agent_slug,
+            parent=parent,
+            owner=parent.owner if parent is not None else owner,
+            sealed=sealed,
+            session_token_sha256=session_token_sha256,
+            **fields,
+        )
+        if starts_run:
+            enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def message_post(
+    *,
+    session_id: uuid.UUID,
+    prompt: str | None,
+    media: list[dict[str, Any]] | None,
+    run: str,
+    interrupt: bool = False,
+    owner: str | None = None,
+) -> Session:
+    """Add a user message (``POST /v1/sessions/:id/messages``, §1.2 #12; DECISIONS 7).
+
+    When the session can take a new user turn now (no run, and its head is a final answer, a
+    user turn, or nothing), the message becomes that turn and a run starts (unless ``run`` is
+    ``none``). Otherwise it is never refused: it is queued as mail, folded in at the next step
+    boundary of the active run, or when the session can be asked again. ``interrupt`` posts it
+    with interrupt priority, which detaches the calls a run is waiting on.
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 400 ``bad_request`` for an empty message.
+    """
+    query = doc.make_query(prompt, media)
+    if query is None:
+        raise bad_request("a message needs a prompt or media")
+    with transaction.atomic():
+        session = lock_session(session_id)
+        agent = runtime_agent(session.agent_slug)
+        document = session.document
+        head = doc.head(document)
+        takes_turn = (
+            head is None
+            or head["tag"] == "UserTurn"
+            or (head["tag"] == "LlmTurn" and not doc.tool_calls_of(head["contents"]))
+        )
+        queue = run_is_active(session) or session.status == Session.Status.PAUSED or not takes_turn
+        if queue or mailbox.unread(session, document):
+            # mail keeps every message in order, behind anything already queued
+            body = {"tag": "userMessage", "query": query}
+            priority = "interrupt" if interrupt and run_is_active(session) else "normal"
+            envelope, _ = append_mail(session, body, priority=priority, sender={"tag": "user", "owner": owner})
+            if not run_is_active(session):
+                session = after_mail(session, envelope)
+            transaction.on_commit(hub.announce)
+            return session
+        document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
+        if run == "none":
+            return store(session, document, status=Session.Status.READY, status_detail=None)
+        session = store(session, document, **run_fields(run))
+        enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def session_resume(*, session_id: uuid.UUID, mode: str, owner: str | None = None) -> Session:
+    """Start a run on a stored session (``POST /v1/sessions/:id/resume``, §1.2 #13).
+
+    A paused session resumes, even while the run that is pausing has not stopped yet (a Resume
+    control then cancels the Pause it follows).
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``run_in_progress``.
+    """
+    with transaction.atomic():
+        session = lock_session(session_id)
+        if run_is_active(session):
+            pausing = any(
+                mailbox.is_control(e) and e.body["message"]["tag"] == "pause"
+                for e in mailbox.unread(session, session.document)
+            )
+            if not pausing:
+                raise run_in_progress(session.pk)
+            append_mail(session, mailbox.RESUME, priority="normal", sender={"tag": "user", "owner": owner})
+            transaction.on_commit(hub.announce)
+            return session
+        runtime_agent(session.agent_slug)
+        session = store(session, session.document, **run_fields(mode))
+        enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def session_pause(*, session_id: uuid.UUID, owner: str | None = None) -> Session:
+    """``POST /v1/sessions/:id/pause``: post Pause control mail; return the session."""
+    mail_send(session_id=session_id, body=mailbox.PAUSE, sender={"tag": "user", "owner": owner})
+    return Session.objects.get(pk=session_id)
+
+
+def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Session:
+    """``POST /v1/sessions/:id/cancel``: stop the active run and its background calls.
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``no_active_run``.
+    """
+    with transaction.atomic():
+        session = lock_session(session_id)
+        if not run_is_active(session):
+            if has_active_descendants(session):
+                # the session waits on helper sessions that are running: cancelling it stops them
+                stop_children(session)
+                transaction.on_commit(hub.announce)
+                return session
+            raise ApiError(409, "no_active_run", f"session {session_id} has no active run")
+        append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
+        cancel_calls(session, None)
+        stop_children(session)
+        transaction.on_commit(hub.announce)
+    return session
+
+
+def session_cancel_attached(*, session_id: uuid.UUID, owner: str | None = None) -> Session:
+    """``POST /v1/sessions/:id/cancel-attached``: hard-cancel the attached calls, keep the run."""
+    mail_send(session_id=session_id, body=mailbox.CANCEL_ALL_ATTACHED, sender={"tag": "user", "owner": owner})
+    return Session.objects.get(pk=session_id)

@@ -1,0 +1,201 @@
+"""Session trees: helper agents as child sessions, fork and delete (spec/server-api.md §1.2 #11, #20;
+spec/DECISIONS.md 12-13)."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+from agents_app.runtime import runtime_agent
+from django.db import transaction
+
+from agentsite.errors import ApiError, run_in_progress
+from sessions_app import document as doc
+from sessions_app import events, mailbox, selectors
+from sessions_app.background import CANCELLED_TEXT, cancel_calls
+from sessions_app.dispatch import enqueue_run
+from sessions_app.models import Continuation, Session
+from sessions_app.outcomes import NewChild
+from sessions_app.services.continuations import continuation_complete
+from sessions_app.services.mail import append_mail
+from sessions_app.store import insert_session, run_fields, run_is_active
+
+
+def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str | None) -> Session:
+    """Copy a session into a new one that starts no run (``POST /v1/sessions/:id/fork``).
+
+    ``at_turn`` indexes ``turns`` newest first; the fork keeps that turn and every older one
+    (DECISIONS 12). Deferred and background calls are not copied: a kept head that still waits on
+    calls is closed as a cancelled run closes it. The fork keeps the source's parent link and
+    non-secret params, not its seal, token or mail.
+
+    Raises:
+        ApiError: 404 ``unknown_session``, ``unknown_turn``, ``unknown_agent``.
+    """
+    source = selectors.session_get(session_id)
+    slug = agent_slug or source.agent_slug
+    runtime_agent(slug)
+    document = source.document
+    turns = document.get("turns") or []
+    index = 0 if at_turn is None else at_turn
+    if at_turn is not None and not 0 <= at_turn < len(turns):
+        raise ApiError(404, "unknown_turn", f"session {session_id} has no turn {at_turn} (it has {len(turns)})")
+    kept = copy.deepcopy(turns[index:])
+    if kept and kept[0]["tag"] == "PartialUserTurn":
+        head = doc.current_partial(kept[0])
+        for tc in doc.tracked_calls(head):
+            if tc["tcState"] not in doc.FINAL_STATES:
+                tc["tcState"], tc["tcResult"] = "Failed", CANCELLED_TEXT
+        kept[0] = doc.close_partial(head)
+    new_id = uuid.uuid4()
+    forked = doc.new_document(str(new_id))
+    forked["turns"] = kept
+    forked["forkedFromSessionId"] = str(source.pk)
+    with transaction.atomic():
+        session = insert_session(
+            forked,
+            id=new_id,
+            agent_slug=slug,
+            parent_id=source.parent_id,
+            owner=source.owner,
+            status=doc.status_of(forked),
+            forked_from=source.pk,
+            params=dict(source.params or {}),
+        )
+    return session
+
+
+def deletion_plan(session_id: uuid.UUID) -> tuple[list[Session], int]:
+    """The sessions a delete removes (deepest first) and their continuation count.
+
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``run_in_progress`` when a run is active anywhere
+            in the tree or in an ancestor.
+    """
+    root = selectors.session_get(session_id)
+    ancestor = root.parent
+    while ancestor is not None:
+        if run_is_active(ancestor):
+            raise run_in_progress(ancestor.pk)
+        ancestor = ancestor.parent
+    levels = [[root]]
+    while levels[-1]:
+        levels.append(list(Session.objects.filter(parent__in=levels[-1])))
+    tree = [s for level in reversed(levels) for s in level]
+    for session in tree:
+        if run_is_active(session):
+            raise run_in_progress(session.pk)
+    continuations = Continuation.objects.filter(session__in=tree).count()
+    return tree, continuations
+
+
+def session_delete(*, session_id: uuid.UUID, dry_run: bool) -> dict[str, Any]:
+    """Delete a session and its descendants, leaves first (``DELETE /v1/sessions/:id``).
+
+    Returns:
+        The DeletionPlan ``{"sessions": [ids deepest first], "continuations": n, "dry_run": b}``.
+    Raises:
+        ApiError: 404 ``unknown_session``; 409 ``run_in_progress`` (also on a dry run).
+    """
+    with transaction.atomic():
+        tree, continuations = deletion_plan(session_id)
+        if not dry_run:
+            for session in tree:
+                Session.objects.filter(pk=session.pk).delete()
+                events.emit("session.deleted", session.pk, session.owner)
+    return {"sessions": [str(s.pk) for s in tree], "continuations": continuations, "dry_run": dry_run}
+
+
+def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Session:
+    """Create and start the child session answering a helper call (inside the step's transaction).
+
+    The child belongs to the owner of the parent's root and is listed under ``?parent=``.
+    """
+    agent = runtime_agent(child.agent_slug)
+    document = doc.new_document(str(child.session_id))
+    document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), child.prompt))
+    session = insert_session(
+        document,
+        id=child.session_id,
+        agent_slug=child.agent_slug,
+        parent=parent,
+        owner=parent.owner,
+        **run_fields("until_blocked"),
+    )
+    events.emit(
+        "subcall.started",
+        parent.pk,
+        parent.owner,
+        child_session_id=str(session.pk),
+        slug=child.agent_slug,
+        depth=child.depth,
+        tool_call_id=str(call.get("id") or ""),
+    )
+    enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
+    """Give a stopped child's outcome to the parent call waiting on it.
+
+    An ``idle`` child answers with its final text; a ``failed`` or cancelled one with an error; a
+    child that stopped for another reason (waiting on its own deferred calls, paused) leaves the
+    parent waiting. The parent resumes as it would after a continuation.
+    """
+    child = Session.objects.filter(pk=child_id).select_related("parent").first()
+    if child is None or child.parent is None:
+        return
+    if not cancelled and child.status not in (Session.Status.IDLE, Session.Status.FAILED):
+        return
+    parent = child.parent
+    head = doc.head(parent.document)
+    if head is None or head["tag"] != "PartialUserTurn":
+        return
+    waiting = [
+        tc
+        for tc in doc.tracked_calls(head)
+        if tc.get("tcChild") == str(child.pk) and tc["tcState"] == "Deferred"
+    ]
+    if not waiting:
+        return
+    if cancelled:
+        result = f"Error: the helper agent {child.agent_slug} was cancelled"
+        events.emit("subcall.failed", parent.pk, parent.owner, child_session_id=str(child.pk), message="cancelled")
+    elif child.status == Session.Status.IDLE:
+        child_head = doc.head(child.document)
+        answer = doc.response_text(child_head["contents"]) if child_head and child_head["tag"] == "LlmTurn" else ""
+        result: Any = answer
+        events.emit("subcall.completed", parent.pk, parent.owner, child_session_id=str(child.pk), result=answer)
+    else:
+        result = f"Error: the helper agent {child.agent_slug} failed: {child.status_detail}"
+        events.emit(
+            "subcall.failed", parent.pk, parent.owner, child_session_id=str(child.pk), message=child.status_detail
+        )
+    try:
+        continuation_complete(token=uuid.UUID(waiting[0]["tcContinuation"]), result=result, resume=True)
+    except ApiError:
+        # already answered (e.g. the parent was cancelled meanwhile): nothing left to deliver
+        return
+
+
+def has_active_descendants(session: Session) -> bool:
+    level = list(Session.objects.filter(parent=session))
+    while level:
+        if any(run_is_active(child) for child in level):
+            return True
+        level = list(Session.objects.filter(parent__in=level))
+    return False
+
+
+def stop_children(session: Session) -> None:
+    """Ask the active runs of a session's descendants to stop (cancelling a parent cancels its children)."""
+    level = list(Session.objects.filter(parent=session))
+    while level:
+        for child in level:
+            if run_is_active(child):
+                append_mail(
+                    child, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "system", "source": "cancel"}
+                )
+                cancel_calls(child, None)
+        level = list(Session.objects.filter(parent__in=level))
