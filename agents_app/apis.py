@@ -18,9 +18,9 @@ from agents_app import services
 from agents_app.loader import LoadedAgent
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
-from agentsite.access import forbidden, principal_of
+from agentsite.access import principal_of
 from agentsite.common import rfc3339
-from agentsite.errors import unknown_agent
+from agentsite.errors import Forbidden, UnknownAgent
 from tools_app.toolset import ToolSet
 
 
@@ -92,7 +92,7 @@ def _require_admin(request: Request) -> str:
     """
     principal = principal_of(request)
     if not principal.admin or principal.owner is None:
-        raise forbidden("storing and deleting agents is for admin owners (--admin-owners)")
+        raise Forbidden("storing and deleting agents is for admin owners (--admin-owners)")
     return principal.owner
 
 
@@ -112,7 +112,7 @@ class AgentDetailApi(APIView):
     def get(self, request: Request, slug: str) -> Response:
         """One agent."""
         if get_registry().get(slug) is None:
-            raise unknown_agent(slug)
+            raise UnknownAgent(slug)
         return Response(agent_descriptor(slug))
 
     @extend_schema(

@@ -14,7 +14,7 @@ from typing import Any
 from agents_app.keys import api_key_for
 from agents_app.loader import AgentTree, LoadedAgent
 from agents_app.registry import get_registry
-from agentsite.errors import unknown_agent
+from agentsite.errors import UnknownAgent
 from tools_app.policy import ToolCallPolicy
 from tools_app.subagent import SubAgentTool
 from tools_app.toolset import ToolSet, build_toolset
@@ -91,7 +91,7 @@ def runtime_agent(slug: str) -> RuntimeAgent:
         registry = get_registry()
         loaded = registry.find(slug)
         if loaded is None:
-            raise unknown_agent(slug)
+            raise UnknownAgent(slug)
         helpers = [registry.find(h) for h in loaded.helper_slugs]
         toolset = build_toolset(loaded).with_extra_tools(
             [SubAgentTool(h.spec.slug, h.spec.announce) for h in helpers if h is not None]

@@ -19,9 +19,21 @@ from agents_app.loader import LoadedAgent
 from agents_app.models import StoredAgent, StoredAgentsGeneration
 from agents_app.registry import get_registry
 from agentsite.common import db_now
-from agentsite.errors import ApiError, unknown_agent
+from agentsite.errors import (
+    AgentDefinedByFile,
+    AgentFailedToLoad,
+    AgentInUse,
+    ApiError,
+    HelperCycle,
+    UnknownAgent,
+    UnknownHelper,
+)
 from tools_app.bash import list_tool_files
 from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
+
+
+def _failed_to_load(problems: list[str]) -> AgentFailedToLoad:
+    return AgentFailedToLoad("; ".join(problems))
 
 
 @dataclass
@@ -47,7 +59,7 @@ class PreparedAgent:
 
 def defined_by_file(slug: str) -> ApiError:
     """409 ``agent_defined_by_file``: the slug belongs to an agent file (files win)."""
-    return ApiError(409, "agent_defined_by_file", f"agent {slug!r} is defined by an agent file")
+    return AgentDefinedByFile(slug)
 
 
 def _check_helpers(slug: str, helpers: list[str], graph: dict[str, list[str]]) -> None:
@@ -61,10 +73,10 @@ def _check_helpers(slug: str, helpers: list[str], graph: dict[str, list[str]]) -
     if unknown:
         named = ", ".join(repr(h) for h in unknown)
         hint = " (agents from files cannot be helpers of stored agents)" if set(unknown) & file_slugs else ""
-        raise ApiError(400, "unknown_helper", f"{named} is not a stored agent{hint}")
+        raise UnknownHelper(f"{named} is not a stored agent{hint}")
     cycle = stored.find_cycle(slug, helpers, graph)
     if cycle:
-        raise ApiError(400, "helper_cycle", f"helpers would form a cycle: {' -> '.join(cycle)}")
+        raise HelperCycle(' -> '.join(cycle))
 
 
 def _helper_graph() -> dict[str, list[str]]:
@@ -81,7 +93,7 @@ def _check_tools(loaded: LoadedAgent) -> ToolSet:
     try:
         toolset = build_toolset(loaded)
     except ToolBuildError as error:
-        raise stored.failed_to_load(stored.relative_to(directory, error.problems)) from None
+        raise _failed_to_load(stored.relative_to(directory, error.problems)) from None
     spec = loaded.spec
     expected = []
     if spec.toolDirectory is not None:
@@ -96,7 +108,7 @@ def _check_tools(loaded: LoadedAgent) -> ToolSet:
     failing = [path for path in expected if str(path) not in built]
     if failing:
         problems = [w for w in toolset.warnings if any(str(path) in w for path in failing)]
-        raise stored.failed_to_load(stored.relative_to(directory, problems or [f"{p}: not loaded" for p in failing]))
+        raise _failed_to_load(stored.relative_to(directory, problems or [f"{p}: not loaded" for p in failing]))
     return toolset
 
 
@@ -194,10 +206,10 @@ def stored_agent_delete(slug: str) -> StoredAgent:
         if row is None:
             if slug in get_registry().file_slugs():
                 raise defined_by_file(slug)
-            raise unknown_agent(slug)
+            raise UnknownAgent(slug)
         dependents = stored_agent_dependents(slug)
         if dependents:
-            raise ApiError(409, "agent_in_use", f"agent {slug!r} is a helper of {', '.join(dependents)}")
+            raise AgentInUse(slug, ', '.join(dependents))
         row.delete()
         generation.generation += 1
         generation.save(update_fields=["generation"])

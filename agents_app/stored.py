@@ -31,7 +31,7 @@ from typing import Any
 from agents_app.loader import AgentLoadError, AgentTree, LoadedAgent, parse_agent_document
 from agents_app.schema import AgentSpec, unwrap_agent_json
 from agentsite.api import require_unicode
-from agentsite.errors import ApiError, bad_request
+from agentsite.errors import AgentFailedToLoad, AgentInvalidPaths, AgentUsesFiles, ApiError, BadRequest
 
 log = logging.getLogger("agents.stored")
 
@@ -43,21 +43,6 @@ FILE_ONLY_KEYS = ("openApiToolboxes", "postgrestToolboxes", "skillSources", "aut
 MAX_SLUG_LENGTH = 100
 MAX_PATH_DEPTH = 32
 MAX_NAME_BYTES = 200
-
-
-def uses_files(message: str) -> ApiError:
-    """400 ``agent_uses_files``."""
-    return ApiError(400, "agent_uses_files", message)
-
-
-def invalid_paths(message: str) -> ApiError:
-    """400 ``agent_invalid_paths``."""
-    return ApiError(400, "agent_invalid_paths", message)
-
-
-def failed_to_load(problems: list[str]) -> ApiError:
-    """400 ``agent_failed_to_load``, the message listing every problem found."""
-    return ApiError(400, "agent_failed_to_load", "; ".join(problems) or "the agent failed to load")
 
 
 def split_body(slug: str, body: Any) -> tuple[dict[str, Any], dict[str, str]]:
@@ -72,25 +57,25 @@ def split_body(slug: str, body: Any) -> tuple[dict[str, Any], dict[str, str]]:
             object of strings, or a different ``slug``.
     """
     if not isinstance(body, dict):
-        raise bad_request("the body must be a JSON object: the agent's contents, plus an optional 'files'")
+        raise BadRequest("the body must be a JSON object: the agent's contents, plus an optional 'files'")
     require_unicode(body, "the agent")
     if len(slug) > MAX_SLUG_LENGTH:
-        raise bad_request(f"a stored agent's slug has at most {MAX_SLUG_LENGTH} characters")
+        raise BadRequest(f"a stored agent's slug has at most {MAX_SLUG_LENGTH} characters")
     rest = dict(body)
     files = rest.pop("files", None)
     if files is None:
         files = {}
     if not isinstance(files, dict) or not all(isinstance(text, str) for text in files.values()):
-        raise bad_request("'files' must be an object of relative path -> text")
+        raise BadRequest("'files' must be an object of relative path -> text")
     if "tag" in rest and "contents" in rest:
         try:
             rest, _ = unwrap_agent_json(rest)
         except ValueError as exc:
-            raise bad_request(str(exc)) from None
+            raise BadRequest(str(exc)) from None
         rest = dict(rest)
     named = rest.get("slug")
     if named is not None and named != slug:
-        raise bad_request(f"the body names slug {named!r} but the path says {slug!r}")
+        raise BadRequest(f"the body names slug {named!r} but the path says {slug!r}")
     rest["slug"] = slug
     return rest, dict(files)
 
@@ -103,11 +88,11 @@ def check_file_only_keys(contents: dict[str, Any]) -> None:
     """
     used = [key for key in FILE_ONLY_KEYS if contents.get(key)]
     if used:
-        raise uses_files(f"stored agents cannot use {', '.join(used)}")
+        raise AgentUsesFiles(f"stored agents cannot use {', '.join(used)}")
     refs = contents.get("extraAgents")
     for index, ref in enumerate(refs if isinstance(refs, list) else []):
         if isinstance(ref, dict) and ref.get("path") is not None:
-            raise uses_files(f"extraAgents[{index}]: stored agents name their helpers by slug, without 'path'")
+            raise AgentUsesFiles(f"extraAgents[{index}]: stored agents name their helpers by slug, without 'path'")
 
 
 def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
@@ -164,7 +149,7 @@ def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
         if problem:
             problems.append(problem)
     if problems:
-        raise invalid_paths("; ".join(problems))
+        raise AgentInvalidPaths("; ".join(problems))
 
 
 def parse_contents(slug: str, contents: dict[str, Any]) -> AgentSpec:
@@ -176,7 +161,7 @@ def parse_contents(slug: str, contents: dict[str, Any]) -> AgentSpec:
     try:
         spec, _, _ = parse_agent_document(contents, f"agent {slug!r}")
     except AgentLoadError as error:
-        raise failed_to_load(error.problems) from None
+        raise AgentFailedToLoad("; ".join(error.problems)) from None
     return spec
 
 
@@ -287,7 +272,7 @@ def load_stored_agent(slug: str, contents: dict[str, Any], files: dict[str, str]
         elif box.tag == "SingleTool" and not target.is_file():
             problems.append(f"bashToolboxes[{index}]: {box.contents.Path!r} is not one of the files")
     if problems:
-        raise failed_to_load(problems)
+        raise AgentFailedToLoad("; ".join(problems))
     return loaded
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 from django.utils.cache import patch_vary_headers
 
@@ -39,7 +39,15 @@ from agentsite.auth import (
     bearer_token,
     session_token_matches,
 )
-from agentsite.errors import ApiError, json_error, unknown_session
+from agentsite.errors import (
+    ApiError,
+    Forbidden,
+    ForbiddenOrigin,
+    ForbiddenParams,
+    Unauthorized,
+    UnknownSession,
+    json_error,
+)
 
 #: Answered before the origin check and without a token (spec §1.1 rows 1-3, DECISIONS 8).
 OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/"})
@@ -63,34 +71,6 @@ SESSION_TOKEN_ROUTES = frozenset({("GET", ""), ("GET", "/events"), ("POST", "/me
 SESSION_TOKEN_BODY_ROUTES = frozenset({"/messages", "/cancel"})
 
 
-def unauthorized(message: str = "a valid bearer token is required") -> ApiError:
-    """401 ``unauthorized`` (the answer also carries ``WWW-Authenticate: Bearer``)."""
-    return ApiError(401, "unauthorized", message)
-
-
-def forbidden(message: str) -> ApiError:
-    """403 ``forbidden``: the caller is known but may not do this."""
-    return ApiError(403, "forbidden", message)
-
-
-def forbidden_origin(origin: str) -> ApiError:
-    """403 ``forbidden_origin``: a browser page from an origin this server does not trust."""
-    return ApiError(403, "forbidden_origin", f"requests from origin {origin!r} are not allowed")
-
-
-def forbidden_params(message: str) -> ApiError:
-    """403 ``forbidden_params``: parameters this caller may not set."""
-    return ApiError(403, "forbidden_params", message)
-
-
-def error_response(error: ApiError) -> JsonResponse:
-    """The JSON answer of ``error``, with ``WWW-Authenticate: Bearer`` on a 401."""
-    response = json_error(error)
-    if error.status == 401:
-        response["WWW-Authenticate"] = "Bearer"
-    return response
-
-
 def principal_of(request: Any) -> Principal:
     """The caller of a request that went through :class:`AuthMiddleware` (DRF or Django request).
 
@@ -99,7 +79,7 @@ def principal_of(request: Any) -> Principal:
     """
     principal = getattr(request, "agents_principal", None)
     if principal is None:
-        raise unauthorized()
+        raise Unauthorized()
     return principal
 
 
@@ -192,7 +172,7 @@ class CorsMiddleware:
         if request.method == "OPTIONS":
             # a preflight is answered before authentication, on any path
             if not config.origin_allowed(origin):
-                response: HttpResponse = error_response(forbidden_origin(origin or ""))
+                response: HttpResponse = json_error(ForbiddenOrigin(origin or ""))
             else:
                 response = HttpResponse(status=204)
                 del response["Content-Type"]
@@ -201,7 +181,7 @@ class CorsMiddleware:
         elif request.path_info in OPEN_PATHS or config.origin_allowed(origin):
             response = self.get_response(request)
         else:
-            response = error_response(forbidden_origin(origin or ""))
+            response = json_error(ForbiddenOrigin(origin or ""))
         if origin is not None and config.origin_listed(origin):
             _add_cors_headers(response, origin)
         return response
@@ -249,7 +229,7 @@ class AuthMiddleware:
         try:
             request.agents_principal = self._check(request, config, path)
         except ApiError as error:
-            return error_response(error)
+            return json_error(error)
         return self.get_response(request)
 
     def _check(self, request: HttpRequest, config: AuthConfig, path: str) -> Principal:
@@ -260,16 +240,16 @@ class AuthMiddleware:
         match = SESSION_PATH.match(path)
         principal = authenticate(config, token, match["id"] if match else None)
         if principal is None:
-            raise unauthorized()
+            raise Unauthorized()
         if match is None:
             return principal
         rest = match["rest"] or ""
         if principal.is_session_token:
             method = "GET" if request.method == "HEAD" else request.method
             if (method, rest) not in SESSION_TOKEN_ROUTES:
-                raise forbidden("a session token allows only reading the session, its events, messages and cancel")
+                raise Forbidden("a session token allows only reading the session, its events, messages and cancel")
             if rest in SESSION_TOKEN_BODY_ROUTES and _body_has_params(request):
-                raise forbidden_params("params cannot be sent with a session token")
+                raise ForbiddenParams("params cannot be sent with a session token")
             return principal
         try:
             sid = uuid.UUID(match["id"])
@@ -277,7 +257,7 @@ class AuthMiddleware:
             # a malformed id is the view's own 404 unknown_session
             return principal
         if _handled_by_class_view(request) and not can_see(principal, sid):
-            raise unknown_session(sid)
+            raise UnknownSession(sid)
         return principal
 
 

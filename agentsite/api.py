@@ -14,7 +14,7 @@ from django.conf import settings
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
-from agentsite.errors import ApiError, bad_request, payload_too_large
+from agentsite.errors import ApiError, BadRequest, PayloadTooLarge
 
 #: Seconds a ``wait=true`` request waits by default, and at most (spec/server-api.md §1.0).
 DEFAULT_WAIT_TIMEOUT = 120.0
@@ -38,24 +38,24 @@ class AnyContentJSONParser(BaseParser):
         limit = settings.AGENTS["MAX_BODY_BYTES"]
         raw = stream.read(limit + 1)
         if len(raw) > limit:
-            raise payload_too_large(limit)
+            raise PayloadTooLarge(limit)
         if not raw.strip():
             return None
         try:
             value = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise bad_request(f"request body is not valid JSON: {error}") from error
+            raise BadRequest(f"request body is not valid JSON: {error}") from error
         except (ValueError, RecursionError) as error:
             # integers beyond Python's digit limit, or nesting deeper than the parser goes
-            raise bad_request(f"request body is not acceptable JSON: {error}") from error
+            raise BadRequest(f"request body is not acceptable JSON: {error}") from error
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as error:
-            raise bad_request(
+            raise BadRequest(
                 "request body contains a lone surrogate (\\ud800-\\udfff), which is not Unicode text"
             ) from error
         except RecursionError as error:
-            raise bad_request("request body is nested too deeply") from error
+            raise BadRequest("request body is nested too deeply") from error
         return value
 
 
@@ -68,9 +68,9 @@ def require_unicode(value: Any, what: str) -> None:
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as error:
-        raise bad_request(f"{what} contains a lone surrogate (\\ud800-\\udfff), which is not Unicode text") from error
+        raise BadRequest(f"{what} contains a lone surrogate (\\ud800-\\udfff), which is not Unicode text") from error
     except RecursionError as error:
-        raise bad_request(f"{what} is nested too deeply") from error
+        raise BadRequest(f"{what} is nested too deeply") from error
 
 
 def json_object_body(request: Request) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def json_object_body(request: Request) -> dict[str, Any]:
     if data is None or data == {}:
         return {}
     if not isinstance(data, dict):
-        raise bad_request("request body must be a JSON object")
+        raise BadRequest("request body must be a JSON object")
     return data
 
 
@@ -108,7 +108,7 @@ def query_bool(request: Request, name: str, default: bool = False) -> bool:
         return True
     if value in ("false", "0", "no"):
         return False
-    raise bad_request(f"query parameter {name!r} must be true or false, not {value!r}")
+    raise BadRequest(f"query parameter {name!r} must be true or false, not {value!r}")
 
 
 def wait_params(request: Request) -> tuple[bool, float]:
@@ -124,7 +124,7 @@ def wait_params(request: Request) -> tuple[bool, float]:
     try:
         timeout = float(raw)
     except ValueError as exc:
-        raise bad_request(f"timeout must be a number of seconds, not {raw!r}") from exc
+        raise BadRequest(f"timeout must be a number of seconds, not {raw!r}") from exc
     if timeout < 0 or timeout != timeout:
-        raise bad_request("timeout must be a non-negative number of seconds")
+        raise BadRequest("timeout must be a non-negative number of seconds")
     return wait, min(timeout, MAX_WAIT_TIMEOUT)

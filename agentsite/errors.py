@@ -1,14 +1,17 @@
-"""The one error shape of the API: ``{"error": code, "message": text}`` (spec/server-api.md §2).
+"""The error catalogue: every wire code, the error classes services raise, and the one answer shape.
 
-Services raise :class:`ApiError` (or one of the named constructors below); the DRF exception
-handler and the plain-Django handlers turn every failure into that shape, so clients can decode
-the code string into their own error type.
+Every failure answers ``{"error": code, "message": text}`` (the README, "Errors"); clients decode
+the code string into their own error type, so the strings of :class:`ErrorCode` never change.
+Services raise the classes below, which carry their code and HTTP status; only this module turns
+them into answers: the DRF exception handler for the API, :func:`json_error` for plain Django
+views, and the ``handler*`` functions for what Django answers itself.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from enum import StrEnum
+from typing import Any, ClassVar
 
 from django.http import HttpRequest, JsonResponse
 from rest_framework import exceptions as drf_exceptions
@@ -17,55 +20,222 @@ from rest_framework.response import Response
 log = logging.getLogger("agentsite.errors")
 
 
-class ApiError(Exception):
-    """An error with an HTTP status and a documented wire code.
+class ErrorCode(StrEnum):
+    """Every code an answer of this server can carry."""
 
-    Args:
-        status: the HTTP status (400, 404, 409, ...).
-        code: the wire code from spec/server-api.md §2, e.g. ``unknown_session``.
-        message: one human-readable sentence.
+    BAD_REQUEST = "bad_request"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    FORBIDDEN_ORIGIN = "forbidden_origin"
+    FORBIDDEN_PARAMS = "forbidden_params"
+    NOT_FOUND = "not_found"
+    UNKNOWN_SESSION = "unknown_session"
+    UNKNOWN_TOKEN = "unknown_token"
+    UNKNOWN_AGENT = "unknown_agent"
+    UNKNOWN_TURN = "unknown_turn"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    RUN_IN_PROGRESS = "run_in_progress"
+    NO_ACTIVE_RUN = "no_active_run"
+    TOKEN_ALREADY_COMPLETED = "token_already_completed"
+    AGENT_DEFINED_BY_FILE = "agent_defined_by_file"
+    AGENT_IN_USE = "agent_in_use"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNKNOWN_PARAMS = "unknown_params"
+    INVALID_PARAMS = "invalid_params"
+    PARAMS_REQUIRED = "params_required"
+    AGENT_USES_FILES = "agent_uses_files"
+    AGENT_FAILED_TO_LOAD = "agent_failed_to_load"
+    AGENT_INVALID_PATHS = "agent_invalid_paths"
+    UNKNOWN_HELPER = "unknown_helper"
+    HELPER_CYCLE = "helper_cycle"
+    INTERNAL_ERROR = "internal_error"
+
+
+class ApiError(Exception):
+    """An error a client is told about: a wire code, an HTTP status and one sentence.
+
+    Subclasses set ``code``, ``status`` and ``template``; they are built from the template's
+    arguments, e.g. ``UnknownSession(session_id)`` says ``no session <id>``. Without arguments
+    (or with an empty message) the message is ``default_message``, else the code in words.
     """
 
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL_ERROR
+    status: ClassVar[int] = 500
+    template: ClassVar[str] = "{}"
+    default_message: ClassVar[str] = ""
+
+    def __init__(self, *args: Any) -> None:
+        message = self.template.format(*args) if args else ""
+        self.message = message or self.default_message or str(self.code).replace("_", " ")
+        super().__init__(self.message)
 
     def body(self) -> dict[str, str]:
         """The JSON body of the answer."""
-        return {"error": self.code, "message": self.message}
+        return {"error": str(self.code), "message": self.message}
 
 
-def bad_request(message: str) -> ApiError:
-    """400 ``bad_request``: a malformed body or query parameter."""
-    return ApiError(400, "bad_request", message)
+class BadRequest(ApiError):
+    """400: a malformed body or query parameter; the message says which."""
+
+    code, status = ErrorCode.BAD_REQUEST, 400
 
 
-def unknown_session(session_id: Any) -> ApiError:
-    """404 ``unknown_session``: missing, malformed or not visible to the caller."""
-    return ApiError(404, "unknown_session", f"no session {session_id}")
+class Unauthorized(ApiError):
+    """401: a missing or unknown token (the answer carries ``WWW-Authenticate: Bearer``)."""
+
+    code, status = ErrorCode.UNAUTHORIZED, 401
+    default_message = "a valid bearer token is required"
 
 
-def unknown_token(token: Any) -> ApiError:
-    """404 ``unknown_token``: a continuation token that is missing, malformed or not visible."""
-    return ApiError(404, "unknown_token", f"no continuation token {token}")
+class Forbidden(ApiError):
+    """403: the caller is known but may not do this."""
+
+    code, status = ErrorCode.FORBIDDEN, 403
 
 
-def unknown_agent(slug: str) -> ApiError:
-    """404 ``unknown_agent``: no agent with that slug is loaded."""
-    return ApiError(404, "unknown_agent", f"no agent {slug!r}")
+class ForbiddenOrigin(ApiError):
+    """403: a browser page from an origin this server does not trust; built from the origin."""
+
+    code, status, template = ErrorCode.FORBIDDEN_ORIGIN, 403, "requests from origin {!r} are not allowed"
 
 
-def run_in_progress(session_id: Any) -> ApiError:
-    """409 ``run_in_progress``: the session has an active run."""
-    return ApiError(409, "run_in_progress", f"session {session_id} has a run in progress")
+class ForbiddenParams(ApiError):
+    """403: parameters this caller may not set."""
+
+    code, status = ErrorCode.FORBIDDEN_PARAMS, 403
 
 
-def payload_too_large(limit: int) -> ApiError:
-    """413 ``payload_too_large``: the body is over the limit (bytes)."""
-    return ApiError(413, "payload_too_large", f"request body is larger than {limit} bytes")
+class NotFound(ApiError):
+    """404: no route; built from the path."""
 
+    code, status, template = ErrorCode.NOT_FOUND, 404, "no route for {}"
+
+
+class UnknownSession(ApiError):
+    """404: a session that is missing, malformed or not visible to the caller; built from its id."""
+
+    code, status, template = ErrorCode.UNKNOWN_SESSION, 404, "no session {}"
+
+
+class UnknownToken(ApiError):
+    """404: a continuation token that is missing, malformed or not visible; built from the token."""
+
+    code, status, template = ErrorCode.UNKNOWN_TOKEN, 404, "no continuation token {}"
+
+
+class UnknownAgent(ApiError):
+    """404: no agent with that slug is loaded; built from the slug."""
+
+    code, status, template = ErrorCode.UNKNOWN_AGENT, 404, "no agent {!r}"
+
+
+class UnknownTurn(ApiError):
+    """404: a fork's ``at_turn`` out of range; built from the session id, the turn and the count."""
+
+    code, status, template = ErrorCode.UNKNOWN_TURN, 404, "session {} has no turn {} (it has {})"
+
+
+class MethodNotAllowed(ApiError):
+    """405: the path exists, the method does not."""
+
+    code, status = ErrorCode.METHOD_NOT_ALLOWED, 405
+
+
+class RunInProgress(ApiError):
+    """409: the session (or one of its tree) has an active run; built from the session id."""
+
+    code, status, template = ErrorCode.RUN_IN_PROGRESS, 409, "session {} has a run in progress"
+
+
+class NoActiveRun(ApiError):
+    """409: cancel without a run; built from the session id."""
+
+    code, status, template = ErrorCode.NO_ACTIVE_RUN, 409, "session {} has no active run"
+
+
+class TokenAlreadyCompleted(ApiError):
+    """409: a continuation that was already completed; built from the token."""
+
+    code, status, template = ErrorCode.TOKEN_ALREADY_COMPLETED, 409, "continuation {} was already completed"
+
+
+class AgentDefinedByFile(ApiError):
+    """409: an agent file has that slug (files always win); built from the slug."""
+
+    code, status, template = ErrorCode.AGENT_DEFINED_BY_FILE, 409, "agent {!r} is defined by an agent file"
+
+
+class AgentInUse(ApiError):
+    """409: another stored agent names this one as a helper; built from the slug and the dependents."""
+
+    code, status, template = ErrorCode.AGENT_IN_USE, 409, "agent {!r} is a helper of {}"
+
+
+class PayloadTooLarge(ApiError):
+    """413: the body is over the limit; built from the limit in bytes."""
+
+    code, status, template = ErrorCode.PAYLOAD_TOO_LARGE, 413, "request body is larger than {} bytes"
+
+
+class UnknownParams(ApiError):
+    """422: parameter names the agent does not declare."""
+
+    code, status = ErrorCode.UNKNOWN_PARAMS, 422
+
+
+class InvalidParams(ApiError):
+    """422: parameter values that cannot be taken here."""
+
+    code, status = ErrorCode.INVALID_PARAMS, 422
+
+
+class ParamsRequired(ApiError):
+    """422: required parameters have no value; built from their names."""
+
+    code, status, template = ErrorCode.PARAMS_REQUIRED, 422, "parameters required: {}"
+
+
+class AgentUsesFiles(ApiError):
+    """400: a stored agent names something only an agent file may use."""
+
+    code, status = ErrorCode.AGENT_USES_FILES, 400
+
+
+class AgentInvalidPaths(ApiError):
+    """400: a stored agent's path is absolute, climbs out, or is too deep or too long."""
+
+    code, status = ErrorCode.AGENT_INVALID_PATHS, 400
+
+
+class AgentFailedToLoad(ApiError):
+    """400: a stored agent does not load; the message lists the loader's problems."""
+
+    code, status = ErrorCode.AGENT_FAILED_TO_LOAD, 400
+    default_message = "the agent failed to load"
+
+
+class UnknownHelper(ApiError):
+    """400: an ``extraAgents`` slug that is not a stored agent."""
+
+    code, status = ErrorCode.UNKNOWN_HELPER, 400
+
+
+class HelperCycle(ApiError):
+    """400: stored agents whose helpers lead back to themselves; built from the cycle's text."""
+
+    code, status, template = ErrorCode.HELPER_CYCLE, 400, "helpers would form a cycle: {}"
+
+
+class InternalError(ApiError):
+    """500: anything unexpected (the details go to the log, never to the client)."""
+
+    default_message = "internal server error"
+
+
+#: Every error class, by code: the catalogue the OpenAPI document and the tests read.
+CATALOGUE: dict[ErrorCode, type[ApiError]] = {
+    cls.code: cls for cls in ApiError.__subclasses__() if cls is not InternalError
+} | {ErrorCode.INTERNAL_ERROR: InternalError}
 
 #: The same JSON text as DRF's renderer, so every error reads alike.
 COMPACT = {"separators": (",", ":"), "ensure_ascii": False}
@@ -73,37 +243,51 @@ COMPACT = {"separators": (",", ":"), "ensure_ascii": False}
 
 def json_error(error: ApiError) -> JsonResponse:
     """A plain Django JSON answer for an :class:`ApiError` (outside DRF views)."""
-    return JsonResponse(error.body(), status=error.status, json_dumps_params=COMPACT)
+    response = JsonResponse(error.body(), status=error.status, json_dumps_params=COMPACT)
+    if error.status == 401:
+        response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def _from_drf(exc: drf_exceptions.APIException) -> ApiError:
+    """The catalogue's error for one of DRF's own exceptions."""
+    detail = str(exc.detail)
+    malformed = drf_exceptions.ParseError | drf_exceptions.UnsupportedMediaType | drf_exceptions.ValidationError
+    if isinstance(exc, malformed):
+        return BadRequest(detail)
+    if isinstance(exc, drf_exceptions.MethodNotAllowed):
+        return MethodNotAllowed(detail)
+    if isinstance(exc, drf_exceptions.NotFound):
+        return NotFound(detail)
+    if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
+        return Unauthorized(detail)
+    if isinstance(exc, drf_exceptions.PermissionDenied):
+        return Forbidden(detail)
+    # DRF's other exceptions (throttling and the like) are not used here: a client error stays one
+    return BadRequest(detail) if exc.status_code < 500 else InternalError()
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF exception handler: every failure becomes ``{"error", "message"}``."""
-    if isinstance(exc, ApiError):
-        return Response(exc.body(), status=exc.status)
-    if isinstance(exc, drf_exceptions.ParseError):
-        return Response({"error": "bad_request", "message": str(exc.detail)}, status=400)
-    if isinstance(exc, drf_exceptions.MethodNotAllowed):
-        return Response({"error": "method_not_allowed", "message": str(exc.detail)}, status=405)
-    if isinstance(exc, drf_exceptions.NotFound):
-        return Response({"error": "not_found", "message": str(exc.detail)}, status=404)
-    if isinstance(exc, drf_exceptions.UnsupportedMediaType | drf_exceptions.ValidationError):
-        return Response({"error": "bad_request", "message": str(exc.detail)}, status=400)
     if isinstance(exc, drf_exceptions.APIException):
-        return Response({"error": exc.default_code, "message": str(exc.detail)}, status=exc.status_code)
-    log.exception("unexpected error", extra={"kind": "http.internal_error"})
-    return Response({"error": "internal_error", "message": "internal server error"}, status=500)
+        exc = _from_drf(exc)
+    if not isinstance(exc, ApiError):
+        log.exception("unexpected error", extra={"kind": "http.internal_error"})
+        exc = InternalError()
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return Response(exc.body(), status=exc.status, headers=headers)
 
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """Requests Django itself cannot read (e.g. a broken multipart body) answer 400 ``bad_request``."""
-    return json_error(bad_request("the request could not be read"))
+    return json_error(BadRequest("the request could not be read"))
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """Unknown paths answer 404 ``not_found`` in the API's error shape."""
-    return json_error(ApiError(404, "not_found", f"no route for {request.path}"))
+    return json_error(NotFound(request.path))
 
 
 def handler500(request: HttpRequest) -> JsonResponse:
     """Unexpected failures outside DRF answer 500 ``internal_error``."""
-    return json_error(ApiError(500, "internal_error", "internal server error"))
+    return json_error(InternalError())

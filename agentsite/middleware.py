@@ -7,7 +7,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from agentsite.errors import bad_request, json_error, payload_too_large
+from agentsite.errors import BadRequest, PayloadTooLarge, json_error
 
 
 class BodyLimitMiddleware:
@@ -23,18 +23,18 @@ class BodyLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         limit = settings.AGENTS["MAX_BODY_BYTES"]
         if any("\x00" in value for values in request.GET.lists() for value in values[1]):
-            return json_error(bad_request("query parameters must not contain NUL characters"))
+            return json_error(BadRequest("query parameters must not contain NUL characters"))
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
         if length > limit:
-            return json_error(payload_too_large(limit))
+            return json_error(PayloadTooLarge(limit))
         if not request.META.get("CONTENT_LENGTH") and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
             # A chunked body has no Content-Length, and parsers read nothing without one: read it
             # here (the server has already received it) and give it its length.
             body = request.body
             if len(body) > limit:
-                return json_error(payload_too_large(limit))
+                return json_error(PayloadTooLarge(limit))
             request.META["CONTENT_LENGTH"] = str(len(body))
         return self.get_response(request)

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.api import json_object_body, parse_uuid, query_bool, wait_params
-from agentsite.errors import bad_request, unknown_session, unknown_token
+from agentsite.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
 from sessions_app import mailbox, selectors
 from sessions_app.models import Session
@@ -67,7 +67,7 @@ def _answer(request: Request, session: Session, *, created: bool = False, read_o
 
 
 def _session_id(value: str) -> uuid.UUID:
-    return parse_uuid(value, unknown_session(value))
+    return parse_uuid(value, UnknownSession(value))
 
 
 def _media(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -96,7 +96,7 @@ class SessionCollectionApi(APIView):
             statuses = [s.strip() for s in params["status"].split(",") if s.strip()]
             unknown = [s for s in statuses if s not in Session.Status.values]
             if unknown:
-                raise bad_request(f"unknown status {unknown[0]!r}; expected one of {', '.join(Session.Status.values)}")
+                raise BadRequest(f"unknown status {unknown[0]!r}; expected one of {', '.join(Session.Status.values)}")
         parent = None
         if params.get("parent"):
             parent = _session_id(params["parent"])
@@ -104,17 +104,17 @@ class SessionCollectionApi(APIView):
         try:
             limit = int(params.get("limit", "50"))
         except ValueError as exc:
-            raise bad_request("limit must be an integer between 1 and 500") from exc
+            raise BadRequest("limit must be an integer between 1 and 500") from exc
         if not 1 <= limit <= 500:
-            raise bad_request("limit must be an integer between 1 and 500")
+            raise BadRequest("limit must be an integer between 1 and 500")
         before = None
         if params.get("before"):
             try:
                 before = datetime.fromisoformat(params["before"].replace("Z", "+00:00"))
             except ValueError as exc:
-                raise bad_request("before must be an RFC 3339 timestamp") from exc
+                raise BadRequest("before must be an RFC 3339 timestamp") from exc
             if before.tzinfo is None:
-                raise bad_request("before must be an RFC 3339 timestamp with a time zone")
+                raise BadRequest("before must be an RFC 3339 timestamp with a time zone")
         rows, next_before = selectors.session_list(
             agent=params.get("agent") or None,
             statuses=statuses,
@@ -138,7 +138,7 @@ class SessionCollectionApi(APIView):
         data = validated(SessionCreateSerializer, json_object_body(request))
         principal = caller(request)
         if (data.get("seal") or data.get("session_token")) and principal.kind == "anonymous":
-            raise bad_request("seal and session_token need authentication, which this server does not have enabled")
+            raise BadRequest("seal and session_token need authentication, which this server does not have enabled")
         session_token, token_digest = issue_session_token(bool(data.get("session_token")))
         prompt = data.get("prompt")
         media = _media(data)
@@ -256,10 +256,10 @@ class ContinuationApi(APIView):
     )
     def post(self, request: Request, token: str) -> Response:
         """Post a deferred call's result; the session resumes when its last deferred call is in."""
-        parsed = parse_uuid(token, unknown_token(token))
+        parsed = parse_uuid(token, UnknownToken(token))
         body = json_object_body(request)
         if "result" not in body:
-            raise bad_request("result: This field is required.")
+            raise BadRequest("result: This field is required.")
         data = validated(ContinuationSerializer, body)
         wait_params(request)
         require_visible_token(request, parsed)

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from agentsite.common import is_base64, rfc3339
-from agentsite.errors import bad_request
+from agentsite.errors import BadRequest
 from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session
 
@@ -35,19 +35,19 @@ def validate_body(body: Any) -> dict[str, Any]:
         ApiError: 400 ``bad_request`` naming what is wrong.
     """
     if not isinstance(body, dict) or not isinstance(body.get("tag"), str):
-        raise bad_request('body must be a MailBody object with a "tag"')
+        raise BadRequest('body must be a MailBody object with a "tag"')
     tag = body["tag"]
     if tag not in BODY_TAGS:
-        raise bad_request(f"unknown mail tag {tag!r}; expected one of {', '.join(sorted(BODY_TAGS))}")
+        raise BadRequest(f"unknown mail tag {tag!r}; expected one of {', '.join(sorted(BODY_TAGS))}")
     if tag == "userMessage":
         query = body.get("query")
         if isinstance(query, str):
             return {"tag": tag, "query": query}
         if not isinstance(query, dict) or not isinstance(query.get("text", ""), str):
-            raise bad_request('a userMessage needs "query": a string or {"text", "media"}')
+            raise BadRequest('a userMessage needs "query": a string or {"text", "media"}')
         media = query.get("media") or []
         if not isinstance(media, list):
-            raise bad_request("query.media must be a list")
+            raise BadRequest("query.media must be a list")
         for index, item in enumerate(media):
             if not (
                 isinstance(item, dict)
@@ -55,13 +55,13 @@ def validate_body(body: Any) -> dict[str, Any]:
                 and isinstance(item.get("base64Data"), str)
                 and is_base64(item["base64Data"])
             ):
-                raise bad_request(f"query.media[{index}] needs a string mimeType and base64 base64Data")
+                raise BadRequest(f"query.media[{index}] needs a string mimeType and base64 base64Data")
         return {"tag": tag, "query": {"text": query.get("text", ""), "media": media}}
     if tag == "agentMessage":
         if not isinstance(body.get("text"), str):
-            raise bad_request('an agentMessage needs a string "text"')
+            raise BadRequest('an agentMessage needs a string "text"')
         if not isinstance(body.get("expectsReply", False), bool):
-            raise bad_request("expectsReply must be true or false")
+            raise BadRequest("expectsReply must be true or false")
         return {
             "tag": tag,
             "text": body["text"],
@@ -71,14 +71,14 @@ def validate_body(body: Any) -> dict[str, Any]:
     if tag == "control":
         message = body.get("message")
         if not isinstance(message, dict) or message.get("tag") not in CONTROL_TAGS:
-            raise bad_request(f'a control needs "message": {{"tag": one of {", ".join(sorted(CONTROL_TAGS))}}}')
+            raise BadRequest(f'a control needs "message": {{"tag": one of {", ".join(sorted(CONTROL_TAGS))}}}')
         if message["tag"] == "cancelCalls":
             ids = message.get("toolCallIds")
             if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-                raise bad_request("cancelCalls needs a list of toolCallIds")
+                raise BadRequest("cancelCalls needs a list of toolCallIds")
             return {"tag": tag, "message": {"tag": "cancelCalls", "toolCallIds": ids}}
         return {"tag": tag, "message": {"tag": message["tag"]}}
-    raise bad_request(f"{tag} mail is produced by the server and cannot be posted")
+    raise BadRequest(f"{tag} mail is produced by the server and cannot be posted")
 
 
 def is_control(envelope: MailEnvelope) -> bool:

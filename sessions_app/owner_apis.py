@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from agentsite.access import can_see, principal_of
 from agentsite.api import json_object_body, parse_uuid
 from agentsite.auth import Principal, new_session_token
-from agentsite.errors import unknown_session, unknown_token
+from agentsite.errors import UnknownSession, UnknownToken
 from sessions_app import selectors
 from sessions_app.models import Continuation
 from sessions_app.serializers import ErrorSerializer, SessionViewSerializer
@@ -34,7 +34,7 @@ def caller(request: Request) -> Principal:
 def require_visible(request: Request, session_id: uuid.UUID) -> None:
     """404 ``unknown_session`` unless the caller may see the session (spec §5.2)."""
     if not can_see(caller(request), session_id):
-        raise unknown_session(session_id)
+        raise UnknownSession(session_id)
 
 
 def require_visible_token(request: Request, token: uuid.UUID) -> None:
@@ -44,7 +44,7 @@ def require_visible_token(request: Request, token: uuid.UUID) -> None:
     """
     owning = Continuation.objects.filter(pk=token).values_list("session_id", flat=True).first()
     if owning is not None and not can_see(caller(request), owning):
-        raise unknown_token(token)
+        raise UnknownToken(token)
 
 
 def issue_session_token(wanted: bool) -> tuple[str | None, str | None]:
@@ -53,7 +53,7 @@ def issue_session_token(wanted: bool) -> tuple[str | None, str | None]:
 
 
 def _session_id(value: str) -> uuid.UUID:
-    return parse_uuid(value, unknown_session(value))
+    return parse_uuid(value, UnknownSession(value))
 
 
 class SessionParamsApi(APIView):

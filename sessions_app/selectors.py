@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from agentsite.common import rfc3339
-from agentsite.errors import unknown_session
+from agentsite.errors import UnknownSession
 from sessions_app import document as doc
 from sessions_app import hub, mailbox
 from sessions_app.models import MailEnvelope, Session
@@ -25,7 +25,7 @@ def session_get(session_id: uuid.UUID) -> Session:
     """
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
-        raise unknown_session(session_id)
+        raise UnknownSession(session_id)
     return session
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from rest_framework import serializers
 
 from agentsite.common import is_base64
-from agentsite.errors import bad_request
+from agentsite.errors import BadRequest
 
 
 class StrictCharField(serializers.CharField):
@@ -107,7 +107,7 @@ def validated(serializer_class: type[serializers.Serializer], data: dict[str, An
     serializer = serializer_class(data=data)
     if serializer.is_valid():
         return dict(serializer.validated_data)
-    raise bad_request("; ".join(_flatten(serializer.errors)))
+    raise BadRequest("; ".join(_flatten(serializer.errors)))
 
 
 def _flatten(errors: Any, prefix: str = "") -> list[str]:

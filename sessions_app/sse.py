@@ -9,20 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from agentsite.access import can_see, principal_of
 from agentsite.auth import Principal
-from agentsite.errors import ApiError, json_error
+from agentsite.errors import ApiError, BadRequest, Forbidden, UnknownSession, json_error
 from sessions_app import streams
 from sessions_app.models import Session
 from sessions_app.selectors import meta_view
 from sessions_app.streams import OpenedStream, Scope
-
-
-def _error(status: int, code: str, message: str) -> JsonResponse:
-    return json_error(ApiError(status, code, message))
 
 
 def _after(request: HttpRequest) -> int | None:
@@ -57,15 +53,15 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     """One session's events: a snapshot first on a fresh connection, then every change."""
     sid = streams.session_uuid(session_id)
     if sid is None:
-        return _error(404, "unknown_session", f"no session {session_id}")
+        return json_error(UnknownSession(session_id))
     try:
         after = _after(request)
     except ValueError:
-        return _error(400, "bad_request", "Last-Event-ID / after must be a non-negative integer")
+        return json_error(BadRequest("Last-Event-ID / after must be a non-negative integer"))
     principal = principal_of(request)
     # another owner's session is answered as a missing one (spec §4.2, §5.2)
     if not await streams.in_db_thread(lambda: can_see(principal, sid)):
-        return _error(404, "unknown_session", f"no session {session_id}")
+        return json_error(UnknownSession(session_id))
 
     def snapshot() -> dict:
         return meta_view(Session.objects.get(pk=sid))
@@ -85,12 +81,12 @@ def events_scope(principal: Principal, requested: str | None) -> Scope:
             non-admin.
     """
     if requested not in (None, "owner", "all"):
-        raise ApiError(400, "bad_request", "scope must be owner or all")
+        raise BadRequest("scope must be owner or all")
     if principal.kind == "anonymous":
         return Scope(everyone=True)
     if requested == "all":
         if not principal.admin:
-            raise ApiError(403, "forbidden", "scope=all is for admin owners; use scope=owner")
+            raise Forbidden("scope=all is for admin owners; use scope=owner")
         return Scope(everyone=True)
     return Scope(owner=principal.owner, everyone=False)
 
@@ -101,10 +97,10 @@ async def all_events(request: HttpRequest) -> HttpResponse:
     try:
         scope = events_scope(principal_of(request), request.GET.get("scope"))
     except ApiError as error:
-        return _error(error.status, error.code, error.message)
+        return json_error(error)
     try:
         after = _after(request)
     except ValueError:
-        return _error(400, "bad_request", "Last-Event-ID / after must be a non-negative integer")
+        return json_error(BadRequest("Last-Event-ID / after must be a non-negative integer"))
     opened = await streams.open_stream(scope, after, None)
     return _response(opened)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import F
 
 from agentsite.common import db_now, dump_json_text
-from agentsite.errors import unknown_session
+from agentsite.errors import UnknownSession
 from sessions_app import events
 from sessions_app.models import Session
 
@@ -94,7 +94,7 @@ def lock_session(session_id: uuid.UUID) -> Session:
     try:
         return Session.objects.select_for_update().get(pk=session_id)
     except Session.DoesNotExist as exc:
-        raise unknown_session(session_id) from exc
+        raise UnknownSession(session_id) from exc
 
 
 def run_is_active(session: Session) -> bool:

@@ -181,3 +181,15 @@ def test_provider_failures_fail_the_run_and_keep_the_turns(
         f"/v1/sessions/{failed['session_id']}/messages?wait=true", content=json.dumps({"prompt": "try again"})
     )
     assert again.status_code == 200 and again.json()["status"] == "idle"
+
+
+def test_the_error_catalogue_has_one_class_per_code() -> None:
+    from agentsite.errors import CATALOGUE, ErrorCode
+
+    assert set(CATALOGUE) == set(ErrorCode)
+    for code, cls in CATALOGUE.items():
+        assert cls.code == code
+        error = cls()
+        assert error.body() == {"error": code.value, "message": error.message}
+        assert error.message, code
+        assert 400 <= error.status <= 500

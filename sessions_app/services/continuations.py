@@ -9,7 +9,7 @@ from django.db import transaction
 
 from agentsite.api import require_unicode
 from agentsite.common import db_now, is_base64
-from agentsite.errors import ApiError, bad_request, unknown_token
+from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run
 from sessions_app.models import Continuation, Session
@@ -30,22 +30,22 @@ def normalize_tool_result(result: Any) -> Any:
     if isinstance(result, str):
         return result
     if not isinstance(result, dict) or "type" not in result:
-        raise bad_request('result must be a string or an object with "type" (text, json, media or mixed)')
+        raise BadRequest('result must be a string or an object with "type" (text, json, media or mixed)')
     kind = result["type"]
     if kind == "text":
         if not isinstance(result.get("content"), str):
-            raise bad_request('a "text" result needs a string "content"')
+            raise BadRequest('a "text" result needs a string "content"')
         return result["content"]
     if kind == "json":
         if "content" not in result:
-            raise bad_request('a "json" result needs "content"')
+            raise BadRequest('a "json" result needs "content"')
         return {"type": "json", "content": result["content"]}
     if kind == "media":
         return _check_media(result, "result")
     if kind == "mixed":
         parts = result.get("parts")
         if not isinstance(parts, list):
-            raise bad_request('a "mixed" result needs a list of "parts"')
+            raise BadRequest('a "mixed" result needs a list of "parts"')
         checked = []
         for index, part in enumerate(parts):
             if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
@@ -53,16 +53,16 @@ def normalize_tool_result(result: Any) -> Any:
             elif isinstance(part, dict) and part.get("type") == "media":
                 checked.append(_check_media(part, f"parts[{index}]"))
             else:
-                raise bad_request(f'parts[{index}] must be {{"type": "text", "text"}} or a media part')
+                raise BadRequest(f'parts[{index}] must be {{"type": "text", "text"}} or a media part')
         return {"type": "mixed", "parts": checked}
-    raise bad_request(f"unknown result type {kind!r}; expected text, json, media or mixed")
+    raise BadRequest(f"unknown result type {kind!r}; expected text, json, media or mixed")
 
 
 def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(value.get("mimeType"), str) or not isinstance(value.get("base64Data"), str):
-        raise bad_request(f'{where}: a media part needs string "mimeType" and "base64Data"')
+        raise BadRequest(f'{where}: a media part needs string "mimeType" and "base64Data"')
     if not is_base64(value["base64Data"]):
-        raise bad_request(f"{where}: base64Data is not valid base64")
+        raise BadRequest(f"{where}: base64Data is not valid base64")
     media = {"type": "media", "mimeType": value["mimeType"], "base64Data": value["base64Data"]}
     if isinstance(value.get("filename"), str):
         media["filename"] = value["filename"]
@@ -83,9 +83,9 @@ def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Ses
     with transaction.atomic():
         continuation = Continuation.objects.select_for_update().filter(pk=token).first()
         if continuation is None:
-            raise unknown_token(token)
+            raise UnknownToken(token)
         if continuation.completed_at is not None:
-            raise ApiError(409, "token_already_completed", f"continuation {token} was already completed")
+            raise TokenAlreadyCompleted(token)
         session = lock_session(continuation.session_id)
         now = db_now()
         continuation.result = response

@@ -10,10 +10,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agents_app.runtime import runtime_agent
 from django.db import transaction
 
-from agentsite.errors import ApiError, run_in_progress, unknown_session
+from agents_app.runtime import runtime_agent
+from agentsite.errors import (
+    ForbiddenParams,
+    InvalidParams,
+    RunInProgress,
+    UnknownParams,
+    UnknownSession,
+)
 from sessions_app.models import Session
 from sessions_app.store import run_is_active, store
 
@@ -40,34 +46,29 @@ def session_params_put(*, session_id: uuid.UUID, params: dict[str, Any]) -> Sess
     with transaction.atomic():
         session = Session.objects.select_for_update().filter(pk=session_id).first()
         if session is None:
-            raise unknown_session(session_id)
+            raise UnknownSession(session_id)
         if not params:
             return session
         declared = {p.name: p for p in runtime_agent(session.agent_slug).loaded.spec.parameters}
         unknown = sorted(name for name in params if name not in declared)
         if unknown:
-            raise ApiError(
-                422, "unknown_params", f"agent {session.agent_slug!r} declares no parameter {', '.join(unknown)}"
+            raise UnknownParams(f"agent {session.agent_slug!r} declares no parameter {', '.join(unknown)}"
             )
         process = sorted(name for name in params if declared[name].scope == "process")
         if process:
-            raise ApiError(
-                403, "forbidden_params", f"process-scope parameters cannot be set per session: {', '.join(process)}"
+            raise ForbiddenParams(f"process-scope parameters cannot be set per session: {', '.join(process)}"
             )
         message = sorted(name for name in params if declared[name].scope == "message")
         if message:
-            raise ApiError(
-                422, "invalid_params", f"message-scope parameters go with a request that runs: {', '.join(message)}"
+            raise InvalidParams(f"message-scope parameters go with a request that runs: {', '.join(message)}"
             )
         secret = sorted(name for name in params if declared[name].secret)
         if secret:
-            raise ApiError(
-                422,
-                "invalid_params",
-                f"secret parameters are not kept by this server yet, so they cannot be set: {', '.join(secret)}",
+            raise InvalidParams(
+                f"secret parameters are not kept by this server yet, so they cannot be set: {', '.join(secret)}"
             )
         if run_is_active(session):
-            raise run_in_progress(session.pk)
+            raise RunInProgress(session.pk)
         merged = dict(session.params or {})
         for name, value in params.items():
             if value is None:
@@ -88,5 +89,5 @@ def session_token_revoke(*, session_id: uuid.UUID) -> Session:
     """
     updated = Session.objects.filter(pk=session_id).update(session_token_sha256=None)
     if updated != 1:
-        raise unknown_session(session_id)
+        raise UnknownSession(session_id)
     return Session.objects.get(pk=session_id)

@@ -10,11 +10,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agents_app.runtime import runtime_agent
 from django.db import transaction
 
 from agents_app.registry import get_registry
-from agentsite.errors import ApiError, bad_request, run_in_progress, unknown_agent, unknown_session
+from agents_app.runtime import runtime_agent
+from agentsite.errors import (
+    BadRequest,
+    NoActiveRun,
+    RunInProgress,
+    UnknownAgent,
+    UnknownSession,
+)
 from sessions_app import document as doc
 from sessions_app import hub, mailbox
 from sessions_app.background import cancel_calls
@@ -48,14 +54,14 @@ def session_create(
     """
     if get_registry().get(agent_slug) is None:
         # helpers run as children of their caller; sessions are created for root agents
-        raise unknown_agent(agent_slug)
+        raise UnknownAgent(agent_slug)
     agent = runtime_agent(agent_slug)
     with transaction.atomic():
         parent = None
         if parent_id is not None:
             parent = Session.objects.filter(pk=parent_id).first()
             if parent is None:
-                raise unknown_session(parent_id)
+                raise UnknownSession(parent_id)
         session_id = uuid.uuid4()
         document = doc.new_document(str(session_id))
         query = doc.make_query(prompt, media)
@@ -102,7 +108,7 @@ def message_post(
     """
     query = doc.make_query(prompt, media)
     if query is None:
-        raise bad_request("a message needs a prompt or media")
+        raise BadRequest("a message needs a prompt or media")
     with transaction.atomic():
         session = lock_session(session_id)
         agent = runtime_agent(session.agent_slug)
@@ -148,7 +154,7 @@ def session_resume(*, session_id: uuid.UUID, mode: str, owner: str | None = None
                 for e in mailbox.unread(session, session.document)
             )
             if not pausing:
-                raise run_in_progress(session.pk)
+                raise RunInProgress(session.pk)
             append_mail(session, mailbox.RESUME, priority="normal", sender={"tag": "user", "owner": owner})
             transaction.on_commit(hub.announce)
             return session
@@ -178,7 +184,7 @@ def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Sessio
                 stop_children(session)
                 transaction.on_commit(hub.announce)
                 return session
-            raise ApiError(409, "no_active_run", f"session {session_id} has no active run")
+            raise NoActiveRun(session_id)
         append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
         cancel_calls(session, None)
         stop_children(session)

@@ -7,10 +7,10 @@ import copy
 import uuid
 from typing import Any
 
-from agents_app.runtime import runtime_agent
 from django.db import transaction
 
-from agentsite.errors import ApiError, run_in_progress
+from agents_app.runtime import runtime_agent
+from agentsite.errors import ApiError, RunInProgress, UnknownTurn
 from sessions_app import document as doc
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
@@ -40,7 +40,7 @@ def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str 
     turns = document.get("turns") or []
     index = 0 if at_turn is None else at_turn
     if at_turn is not None and not 0 <= at_turn < len(turns):
-        raise ApiError(404, "unknown_turn", f"session {session_id} has no turn {at_turn} (it has {len(turns)})")
+        raise UnknownTurn(session_id, at_turn, len(turns))
     kept = copy.deepcopy(turns[index:])
     if kept and kept[0]["tag"] == "PartialUserTurn":
         head = doc.current_partial(kept[0])
@@ -77,7 +77,7 @@ def deletion_plan(session_id: uuid.UUID) -> tuple[list[Session], int]:
     ancestor = root.parent
     while ancestor is not None:
         if run_is_active(ancestor):
-            raise run_in_progress(ancestor.pk)
+            raise RunInProgress(ancestor.pk)
         ancestor = ancestor.parent
     levels = [[root]]
     while levels[-1]:
@@ -85,7 +85,7 @@ def deletion_plan(session_id: uuid.UUID) -> tuple[list[Session], int]:
     tree = [s for level in reversed(levels) for s in level]
     for session in tree:
         if run_is_active(session):
-            raise run_in_progress(session.pk)
+            raise RunInProgress(session.pk)
     continuations = Continuation.objects.filter(session__in=tree).count()
     return tree, continuations
 
