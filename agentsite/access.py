@@ -1,15 +1,15 @@
-"""Access control on every request: CORS and the origin check, bearer and session tokens, owners.
+"""Who is calling: origins and CORS, bearer and session tokens, and who may see which session.
 
-Implements spec/server-api.md §5 on the request side (the configuration is ``agentsite.auth``):
+Implements spec/server-api.md §5 on the request side (the configuration is ``agentsite.auth``);
+the README's "Owners, tokens and origins" says it for users.
 
 * :class:`CorsMiddleware` (outermost): answers every ``OPTIONS`` as a preflight (204, §5.7), lets
   ``/healthz``, ``/openapi.json`` and ``/`` through before the origin check, refuses other
   requests from a non-loopback, unlisted ``Origin`` with 403 ``forbidden_origin`` when
   authentication is off (§5.6), and puts the CORS headers on every answer to a listed origin.
-* :class:`AuthMiddleware`: with ``--auth-tokens``, every other path needs ``Authorization: Bearer``
-  (``?access_token=`` on the two event streams only, DECISIONS 8), 401 ``unauthorized`` otherwise.
-  A session token is valid on its own session's four routes only (§5.4). A session path of
-  another owner answers 404 ``unknown_session`` as a missing one does (§5.2).
+* :func:`principal_for` identifies the caller of a request from its token: the DRF
+  authentication class (``agentsite.permissions``), the event-stream views and the answer to an
+  unknown path all call it, so a request is identified the same way everywhere.
 * :class:`WebsocketAccess`: the same rules for the websocket streams.
 
 The Django admin (``/admin/``, ``/static/``) has its own login and needs no bearer token.
@@ -18,16 +18,11 @@ Nothing here logs a header, a token or a query string.
 
 from __future__ import annotations
 
-import json
-import re
 import uuid
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
-from django.http import HttpRequest, HttpResponse
-from django.urls import Resolver404, resolve
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import patch_vary_headers
 
 from agentsite.auth import (
@@ -40,12 +35,9 @@ from agentsite.auth import (
     session_token_matches,
 )
 from agentsite.errors import (
-    ApiError,
-    Forbidden,
     ForbiddenOrigin,
-    ForbiddenParams,
+    NotFound,
     Unauthorized,
-    UnknownSession,
     json_error,
 )
 
@@ -60,27 +52,55 @@ PREFLIGHT_HEADERS = {
     "Access-Control-Max-Age": "600",
 }
 
-#: ``/v1/sessions/<id>`` and what follows it (``""``, ``/messages``, ...).
-SESSION_PATH = re.compile(r"^/v1/sessions/(?P<id>[^/]+)(?P<rest>/.*)?$")
-WS_SESSION_PATH = re.compile(r"^/v1/ws/sessions/(?P<id>[^/]+)$")
-#: Where ``?access_token=`` is read (EventSource cannot send headers).
-STREAM_PATHS = (re.compile(r"^/v1/events$"), re.compile(r"^/v1/sessions/[^/]+/events$"))
-#: What a session token may do on its own session (spec §5.4): (method, path after the id).
-SESSION_TOKEN_ROUTES = frozenset({("GET", ""), ("GET", "/events"), ("POST", "/messages"), ("POST", "/cancel")})
-#: Of those, the routes with a body that may not carry ``params``.
-SESSION_TOKEN_BODY_ROUTES = frozenset({"/messages", "/cancel"})
+def identify(authorization: str | None, query_token: str | None, session_id: str | None) -> Principal:
+    """The caller presenting these credentials (spec §5.1-5.4).
 
-
-def principal_of(request: Any) -> Principal:
-    """The caller of a request that went through :class:`AuthMiddleware` (DRF or Django request).
-
+    Args:
+        authorization: the ``Authorization`` header, if any.
+        query_token: the ``?access_token=`` value where the route reads one (the event streams:
+            a browser's EventSource cannot send headers), else ``None``.
+        session_id: the session the path is about (as written in the path), or ``None``; a
+            session token is valid on that session only.
+    Returns:
+        :data:`~agentsite.auth.ANONYMOUS` when authentication is off, else the caller.
     Raises:
-        ApiError: 401 ``unauthorized`` on a path that is open to everyone (it has no caller).
+        Unauthorized: authentication is on and no valid token was presented.
     """
-    principal = getattr(request, "agents_principal", None)
+    config = auth_config()
+    if not config.enabled:
+        return ANONYMOUS
+    token = bearer_token(authorization) or query_token or None
+    principal = authenticate(config, token, session_id)
     if principal is None:
         raise Unauthorized()
     return principal
+
+
+def principal_for(request: HttpRequest, *, session_id: str | None, query_token: bool = False) -> Principal:
+    """The caller of an HTTP request: :func:`identify` with its header and, when ``query_token``,
+    its ``?access_token=``.
+
+    Raises:
+        Unauthorized: authentication is on and no valid token was presented.
+    """
+    token = request.GET.get("access_token") if query_token else None
+    return identify(request.headers.get("Authorization"), token, session_id)
+
+
+def is_open_path(path: str) -> bool:
+    """Whether ``path`` is answered to everyone: health, the OpenAPI document, ``/`` and the admin."""
+    return path in OPEN_PATHS or path.startswith(ADMIN_PREFIXES)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """Django's 404 handler: 404 ``not_found`` in the API's shape. With authentication on, a caller
+    without a valid token is told 401 first, so that unknown paths say nothing to strangers."""
+    if not is_open_path(request.path_info):
+        try:
+            principal_for(request, session_id=None)
+        except Unauthorized as error:
+            return json_error(error)
+    return json_error(NotFound(request.path))
 
 
 def session_owner(session_id: uuid.UUID) -> tuple[bool, str | None]:
@@ -187,122 +207,23 @@ class CorsMiddleware:
         return response
 
 
-def _handled_by_class_view(request: HttpRequest) -> bool:
-    """Whether the path resolves to a class-based view that has a handler for the method.
-
-    Unknown paths and wrong methods answer 404 ``not_found`` / 405 whether or not the session
-    exists, so they are left to the view: another owner's session must look exactly missing.
-    """
-    try:
-        match = resolve(request.path_info)
-    except Resolver404:
-        return False
-    view_class = getattr(match.func, "view_class", None)
-    if view_class is None:
-        # function views (the event streams) check the session themselves
-        return False
-    method = request.method.lower() if request.method else ""
-    if method == "head":
-        method = "get"
-    return method in view_class.http_method_names and hasattr(view_class, method)
-
-
-class AuthMiddleware:
-    """Bearer tokens, session tokens and session ownership (spec §5.1-5.4).
-
-    Sets ``request.agents_principal``: :data:`~agentsite.auth.ANONYMOUS` without authentication,
-    ``None`` on the open paths and the admin, else the caller.
-    """
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        config = auth_config()
-        path = request.path_info
-        if not config.enabled:
-            request.agents_principal = ANONYMOUS
-            return self.get_response(request)
-        if path in OPEN_PATHS or path.startswith(ADMIN_PREFIXES):
-            request.agents_principal = None
-            return self.get_response(request)
-        try:
-            request.agents_principal = self._check(request, config, path)
-        except ApiError as error:
-            return json_error(error)
-        return self.get_response(request)
-
-    def _check(self, request: HttpRequest, config: AuthConfig, path: str) -> Principal:
-        """Identify the caller and apply the session rules; raise the refusal as an ApiError."""
-        token = bearer_token(request.headers.get("Authorization"))
-        if token is None and any(pattern.match(path) for pattern in STREAM_PATHS):
-            token = request.GET.get("access_token") or None
-        match = SESSION_PATH.match(path)
-        principal = authenticate(config, token, match["id"] if match else None)
-        if principal is None:
-            raise Unauthorized()
-        if match is None:
-            return principal
-        rest = match["rest"] or ""
-        if principal.is_session_token:
-            method = "GET" if request.method == "HEAD" else request.method
-            if (method, rest) not in SESSION_TOKEN_ROUTES:
-                raise Forbidden("a session token allows only reading the session, its events, messages and cancel")
-            if rest in SESSION_TOKEN_BODY_ROUTES and _body_has_params(request):
-                raise ForbiddenParams("params cannot be sent with a session token")
-            return principal
-        try:
-            sid = uuid.UUID(match["id"])
-        except ValueError:
-            # a malformed id is the view's own 404 unknown_session
-            return principal
-        if _handled_by_class_view(request) and not can_see(principal, sid):
-            raise UnknownSession(sid)
-        return principal
-
-
-def _body_has_params(request: HttpRequest) -> bool:
-    """Whether the JSON body is an object with a ``params`` key (any other body is the view's)."""
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(body, dict) and "params" in body
-
-
 class WebsocketAccess:
-    """ASGI wrapper of the websocket routes: origin check and tokens, as for HTTP.
+    """ASGI wrapper of the websocket routes: the origin check, as for HTTP (spec §5.6).
 
-    A refused handshake is closed before it is accepted (the client sees HTTP 403). The caller
-    is passed on as ``scope["agents_principal"]``; the consumer checks the session and the scope.
-    Tokens come from ``Authorization: Bearer`` or ``?access_token=``.
+    A refused handshake is closed before it is accepted (the client sees HTTP 403). Tokens are
+    the consumer's to check (:func:`identify`), once its route is known.
     """
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        """Check the handshake, then hand it to the routed consumer."""
-        if scope["type"] != "websocket":
-            return await self.inner(scope, receive, send)
-        config = auth_config()
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        if not config.origin_allowed(headers.get("origin")):
-            return await _refuse(receive, send, 4403)
-        principal: Principal | None = ANONYMOUS
-        if config.enabled:
-            token = bearer_token(headers.get("authorization"))
-            if token is None:
-                query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-                token = (query.get("access_token") or [None])[0]
-            match = WS_SESSION_PATH.match(scope["path"])
-            principal = await database_sync_to_async(authenticate)(config, token, match["id"] if match else None)
-        if principal is None:
-            return await _refuse(receive, send, 4401)
-        return await self.inner(dict(scope, agents_principal=principal), receive, send)
-
-
-async def _refuse(receive: Any, send: Any, code: int) -> None:
-    message = await receive()
-    if message["type"] == "websocket.connect":
-        await send({"type": "websocket.close", "code": code})
+        """Check the handshake's origin, then hand it to the routed consumer."""
+        if scope["type"] == "websocket":
+            headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+            if not auth_config().origin_allowed(headers.get("origin")):
+                message = await receive()
+                if message["type"] == "websocket.connect":
+                    await send({"type": "websocket.close", "code": 4403})
+                return None
+        return await self.inner(scope, receive, send)

@@ -1,62 +1,22 @@
-"""Request-parsing helpers shared by the API views.
-
-Bodies are JSON whatever the Content-Type says (spec/DECISIONS.md 10): the documented curl
-examples send none, so they arrive as form data to a stock parser.
-"""
+"""What every API view shares: the viewset base, the error answers it documents, and helpers
+that read requests (bodies are parsed by ``agentsite.parsers``)."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from typing import IO, Any
+from typing import Any
 
-from django.conf import settings
-from rest_framework.parsers import BaseParser
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import viewsets
 from rest_framework.request import Request
 
-from agentsite.errors import ApiError, BadRequest, PayloadTooLarge
+from agentsite.errors import ApiError, BadRequest, ErrorSerializer
+from agentsite.permissions import AdminOwner, BearerAuthentication, SessionTokenScope, SessionVisible
 
 #: Seconds a ``wait=true`` request waits by default, and at most (spec/server-api.md §1.0).
 DEFAULT_WAIT_TIMEOUT = 120.0
 MAX_WAIT_TIMEOUT = 600.0
-
-
-class AnyContentJSONParser(BaseParser):
-    """Parse every request body as JSON; an empty body parses to ``None`` (defaults)."""
-
-    media_type = "*/*"
-
-    def parse(self, stream: IO[bytes] | None, media_type: str | None = None, parser_context: Any = None) -> Any:
-        """Return the decoded JSON value, ``None`` for an empty body.
-
-        Raises:
-            ApiError: 400 ``bad_request`` for malformed JSON, 413 ``payload_too_large`` over the
-                body limit (``AGENTS_MAX_BODY_BYTES``).
-        """
-        if stream is None:
-            return None
-        limit = settings.AGENTS["MAX_BODY_BYTES"]
-        raw = stream.read(limit + 1)
-        if len(raw) > limit:
-            raise PayloadTooLarge(limit)
-        if not raw.strip():
-            return None
-        try:
-            value = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise BadRequest(f"request body is not valid JSON: {error}") from error
-        except (ValueError, RecursionError) as error:
-            # integers beyond Python's digit limit, or nesting deeper than the parser goes
-            raise BadRequest(f"request body is not acceptable JSON: {error}") from error
-        try:
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise BadRequest(
-                "request body contains a lone surrogate (\\ud800-\\udfff), which is not Unicode text"
-            ) from error
-        except RecursionError as error:
-            raise BadRequest("request body is nested too deeply") from error
-        return value
 
 
 def require_unicode(value: Any, what: str) -> None:
@@ -128,3 +88,17 @@ def wait_params(request: Request) -> tuple[bool, float]:
     if timeout < 0 or timeout != timeout:
         raise BadRequest("timeout must be a non-negative number of seconds")
     return wait, min(timeout, MAX_WAIT_TIMEOUT)
+
+
+class ApiViewSet(viewsets.ViewSet):
+    """The base of every viewset of ``/v1``: bearer tokens and the permission classes of
+    ``agentsite.permissions`` (each view says what they allow by its attributes)."""
+
+    authentication_classes = [BearerAuthentication]
+    permission_classes = [SessionTokenScope, SessionVisible, AdminOwner]
+
+
+def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
+    """The error answers of an operation for the OpenAPI document, in the one error shape; 401 is
+    added to every one (with ``--auth-tokens`` a missing or unknown token answers it)."""
+    return {status: OpenApiResponse(ErrorSerializer) for status in sorted({*statuses, 401})}

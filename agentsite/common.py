@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import connection, models
 from django.utils import timezone
+from rest_framework import serializers
 
 
 def dump_json_text(value: Any) -> str:
@@ -39,6 +40,14 @@ def rfc3339(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Rfc3339Field(serializers.DateTimeField):
+    """A timestamp as RFC 3339 UTC with a ``Z`` and microseconds (:func:`rfc3339`), as every answer
+    writes them; a text already in that form is kept."""
+
+    def to_representation(self, value: Any) -> str | None:
+        return value if isinstance(value, str) else rfc3339(value)
 
 
 def is_base64(value: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from django.http import HttpRequest, JsonResponse
 from rest_framework import exceptions as drf_exceptions
+from rest_framework import serializers
 from rest_framework.response import Response
 
 log = logging.getLogger("agentsite.errors")
@@ -237,6 +238,14 @@ CATALOGUE: dict[ErrorCode, type[ApiError]] = {
     cls.code: cls for cls in ApiError.__subclasses__() if cls is not InternalError
 } | {ErrorCode.INTERNAL_ERROR: InternalError}
 
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error answer: ``{"error": code, "message": text}`` (for the OpenAPI document)."""
+
+    error = serializers.ChoiceField(choices=[code.value for code in ErrorCode])
+    message = serializers.CharField()
+
+
 #: The same JSON text as DRF's renderer, so every error reads alike.
 COMPACT = {"separators": (",", ":"), "ensure_ascii": False}
 
@@ -281,11 +290,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 def handler400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """Requests Django itself cannot read (e.g. a broken multipart body) answer 400 ``bad_request``."""
     return json_error(BadRequest("the request could not be read"))
-
-
-def handler404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    """Unknown paths answer 404 ``not_found`` in the API's error shape."""
-    return json_error(NotFound(request.path))
 
 
 def handler500(request: HttpRequest) -> JsonResponse:

@@ -41,7 +41,6 @@ MIDDLEWARE = [
     # first, so that preflights, origin refusals and every other answer get the CORS headers
     "agentsite.access.CorsMiddleware",
     "agentsite.middleware.BodyLimitMiddleware",
-    "agentsite.access.AuthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -151,7 +150,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
 # --- rest framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_PARSER_CLASSES": ["agentsite.api.AnyContentJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["agentsite.parsers.AnyContentJSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "agentsite.parsers.AnyContentNegotiation",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
@@ -165,6 +165,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": False,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "agentsite.openapi.complete_schema"],
 }
 
 # --- the rest ---------------------------------------------------------------------------------

@@ -15,11 +15,11 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from agentsite.access import can_see
+from agentsite.access import can_see, identify
 from agentsite.errors import ApiError
 from sessions_app import streams
 from sessions_app.models import Session
-from sessions_app.selectors import meta_view
+from sessions_app.serializers import meta_view
 from sessions_app.sse import events_scope
 from sessions_app.streams import Scope
 
@@ -40,8 +40,13 @@ class EventsConsumer(AsyncWebsocketConsumer):
             await self.close(code=4400)
             return
         session_id = self.scope["url_route"]["kwargs"].get("session_id")
-        # set by agentsite.access.WebsocketAccess, which has already refused unknown callers
-        principal = self.scope["agents_principal"]
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in self.scope["headers"]}
+        token = (query.get("access_token") or [None])[0]
+        try:
+            principal = await streams.in_db_thread(lambda: identify(headers.get("authorization"), token, session_id))
+        except ApiError:
+            await self.close(code=4401)
+            return
         snapshot = None
         if session_id is None:
             try:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from sessions_app import hub
 from sessions_app.models import Event, EventRetention, Session
-from sessions_app.selectors import meta_view
+from sessions_app.serializers import meta_view
 
 #: Any constant works: it only has to be the same in every process writing events.
 _ADVISORY_LOCK_KEY = 0x6167656E7473

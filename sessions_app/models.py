@@ -15,6 +15,7 @@ from typing import Any
 from django.db import models
 
 from agentsite.common import TextJSONField
+from sessions_app.document import pending_calls
 
 
 class Session(models.Model):
@@ -65,8 +66,26 @@ class Session(models.Model):
 
     @property
     def document(self) -> dict[str, Any]:
-        """The session document (agents-exe JSON, turns newest first)."""
+        """The session document (agents-exe JSON, turns newest first): a fresh copy to change."""
         return json.loads(self.document_json)
+
+    def parsed_document(self) -> dict[str, Any]:
+        """The session document, parsed once per stored version: read it, never change it."""
+        cached = self.__dict__.get("_parsed_document")
+        if cached is None or cached[0] is not self.document_json:
+            cached = (self.document_json, json.loads(self.document_json))
+            self.__dict__["_parsed_document"] = cached
+        return cached[1]
+
+    @property
+    def pending_calls(self) -> list[dict[str, Any]]:
+        """The deferred calls waiting for a continuation (DeferredCallView dicts)."""
+        return pending_calls(self.parsed_document())
+
+    @property
+    def params_or_empty(self) -> dict[str, Any]:
+        """The stored non-secret parameter values (``{}`` when none)."""
+        return self.params or {}
 
 
 class Continuation(models.Model):

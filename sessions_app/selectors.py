@@ -7,11 +7,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from agentsite.common import rfc3339
-from agentsite.errors import UnknownSession
-from sessions_app import document as doc
+from agentsite.access import can_see
+from agentsite.auth import Principal
+from agentsite.errors import UnknownSession, UnknownToken
 from sessions_app import hub, mailbox
-from sessions_app.models import MailEnvelope, Session
+from sessions_app.models import Continuation, MailEnvelope, Session
 
 #: Longest sleep between two reads while waiting for a run to stop, in seconds.
 WAIT_RECHECK_SECONDS = 1.0
@@ -63,32 +63,6 @@ def session_list(
     return rows, next_before
 
 
-def meta_view(session: Session) -> dict[str, Any]:
-    """SessionMetaView: the session's metadata without its turns."""
-    return {
-        "session_id": str(session.pk),
-        "agent": session.agent_slug,
-        "parent_session_id": str(session.parent_id) if session.parent_id else None,
-        "owner": session.owner,
-        "status": session.status,
-        "status_detail": session.status_detail,
-        "version": session.version,
-        "created_at": rfc3339(session.created_at),
-        "updated_at": rfc3339(session.updated_at),
-        "sealed": session.sealed,
-        "params": session.params or {},
-    }
-
-
-def session_view(session: Session) -> dict[str, Any]:
-    """SessionView: the metadata, the session document and the pending deferred calls."""
-    document = session.document
-    view = meta_view(session)
-    view["session"] = document
-    view["pending"] = doc.pending_calls(document)
-    return view
-
-
 def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
     """Wait up to ``timeout`` seconds for the session's run to stop; return the session then.
 
@@ -108,10 +82,39 @@ def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
         seen = hub.wait_sync(seen, min(remaining, WAIT_RECHECK_SECONDS))
 
 
-def mail_list(session: Session, *, unread: bool) -> list[dict[str, Any]]:
+def mail_list(session: Session, *, unread: bool) -> list[MailEnvelope]:
     """The session's envelopes, oldest first; with ``unread`` only those not consumed yet."""
     if unread:
-        envelopes = mailbox.unread(session, session.document)
-    else:
-        envelopes = list(MailEnvelope.objects.filter(session=session).order_by("seq"))
-    return [mailbox.envelope_view(e) for e in envelopes]
+        return mailbox.unread(session, session.parsed_document())
+    return list(MailEnvelope.objects.filter(session=session).order_by("seq"))
+
+
+def require_visible(principal: Principal, session_id: uuid.UUID) -> None:
+    """Refuse a session the caller may not see, as a missing one (spec/server-api.md §5.2).
+
+    Raises:
+        UnknownSession: it is missing or someone else's.
+    """
+    if not can_see(principal, session_id):
+        raise UnknownSession(session_id)
+
+
+def require_visible_token(principal: Principal, token: uuid.UUID) -> None:
+    """Refuse a continuation of a session the caller may not see, as a missing token (§5.2).
+
+    A token that does not exist is left to the service, which answers the same.
+
+    Raises:
+        UnknownToken: the token's session is someone else's.
+    """
+    owning = Continuation.objects.filter(pk=token).values_list("session_id", flat=True).first()
+    if owning is not None and not can_see(principal, owning):
+        raise UnknownToken(token)
+
+
+def health() -> dict[str, Any]:
+    """``{"ok": true, "live_sessions": N, "active_runs": N}``: ``live_sessions`` counts sessions
+    that are neither idle nor failed (work is pending or going on), ``active_runs`` those running."""
+    active = Session.objects.filter(status=Session.Status.RUNNING).count()
+    live = Session.objects.exclude(status__in=[Session.Status.IDLE, Session.Status.FAILED]).count()
+    return {"ok": True, "live_sessions": live, "active_runs": active}

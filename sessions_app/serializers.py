@@ -1,18 +1,21 @@
 """Input and output shapes of the sessions API (spec/server-api.md §1).
 
 Input serializers are strict about JSON types: a number where a string is expected is a
-``bad_request``, not silently converted. Output serializers describe the views for the OpenAPI
-document; the views themselves are built by ``sessions_app.selectors``.
+``bad_request``, not silently converted. Output serializers render every answer from the rows
+(or the service's result), and the OpenAPI document is generated from the same classes, so
+the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agentsite.common import is_base64
+from agentsite.common import Rfc3339Field, is_base64
 from agentsite.errors import BadRequest
+from sessions_app.models import Session
 
 
 class StrictCharField(serializers.CharField):
@@ -31,6 +34,41 @@ class StrictBooleanField(serializers.BooleanField):
         if not isinstance(data, bool):
             self.fail("invalid", input=data)
         return data
+
+
+@extend_schema_field({"$ref": "#/components/schemas/SessionDocument"})
+class SessionDocumentField(serializers.JSONField):
+    """The agents-exe session document (turns newest first)."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/Params"})
+class ParamsField(serializers.JSONField):
+    """Parameter values by name."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/ToolCall"})
+class ToolCallField(serializers.JSONField):
+    """An OpenAI tool call as the model sent it."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/Disposition"})
+class DispositionField(serializers.JSONField):
+    """What the tool-call policy decided for a call."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/ToolResult"})
+class ToolResultField(serializers.JSONField):
+    """A tool result: a string (text) or a typed object."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/MailBody"})
+class MailBodyField(serializers.JSONField):
+    """A MailBody, tagged by ``tag``."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/MailSender"})
+class MailSenderField(serializers.JSONField):
+    """Who sent a piece of mail, tagged by ``tag``."""
 
 
 class MediaSerializer(serializers.Serializer):
@@ -94,7 +132,7 @@ class ContinuationSerializer(serializers.Serializer):
     "filename"?}`` or ``{"type": "mixed", "parts": [{"type": "text", "text"} | media...]}``.
     """
 
-    result = serializers.JSONField()
+    result = ToolResultField()
     resume = StrictBooleanField(required=False, default=True)
 
 
@@ -128,14 +166,7 @@ def _flatten(errors: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}: {errors}"]
 
 
-# --- output shapes, for the OpenAPI document --------------------------------------------------
-
-
-class ErrorSerializer(serializers.Serializer):
-    """Every error answer: ``{"error": code, "message": text}``."""
-
-    error = serializers.CharField()
-    message = serializers.CharField()
+# --- output shapes: they render the answers and describe them in the OpenAPI document -------
 
 
 class DeferredCallSerializer(serializers.Serializer):
@@ -144,38 +175,49 @@ class DeferredCallSerializer(serializers.Serializer):
     tool_call_id = serializers.CharField()
     continuation_token = serializers.UUIDField()
     tool = serializers.CharField()
-    disposition = serializers.JSONField()
-    call = serializers.JSONField()
+    disposition = DispositionField()
+    call = ToolCallField()
 
 
 class SessionMetaSerializer(serializers.Serializer):
-    """SessionMetaView."""
+    """SessionMetaView: a session's metadata without its turns."""
 
-    session_id = serializers.UUIDField()
-    agent = serializers.CharField()
-    parent_session_id = serializers.UUIDField(allow_null=True)
+    session_id = serializers.UUIDField(source="pk")
+    agent = serializers.CharField(source="agent_slug")
+    parent_session_id = serializers.UUIDField(source="parent_id", allow_null=True)
     owner = serializers.CharField(allow_null=True)
-    status = serializers.ChoiceField(choices=["ready", "running", "waiting_external", "idle", "failed", "paused"])
+    status = serializers.ChoiceField(choices=Session.Status.values)
     status_detail = serializers.CharField(allow_null=True)
     version = serializers.IntegerField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    created_at = Rfc3339Field()
+    updated_at = Rfc3339Field()
     sealed = serializers.BooleanField()
-    params = serializers.JSONField()
+    params = ParamsField(source="params_or_empty")
+
+
+def meta_view(session: Session) -> dict[str, Any]:
+    """The SessionMetaView of a session as a plain dict (the payload of session events)."""
+    return dict(SessionMetaSerializer(session).data)
 
 
 class SessionViewSerializer(SessionMetaSerializer):
-    """SessionView: the metadata plus the session document and the pending calls."""
+    """SessionView: the metadata plus the session document and the pending deferred calls.
 
-    session = serializers.JSONField(help_text="the agents-exe session document, turns newest first")
-    pending = DeferredCallSerializer(many=True)
+    On create with ``session_token: true`` the answer also carries ``session_token`` (once).
+    """
+
+    session = SessionDocumentField(source="parsed_document")
+    pending = DeferredCallSerializer(many=True, source="pending_calls")
+    session_token = serializers.CharField(
+        required=False, help_text="only in the answer to a create that asked for a session token"
+    )
 
 
 class SessionListSerializer(serializers.Serializer):
-    """A page of sessions."""
+    """A page of sessions, newest first; ``next_before`` pages on (``null`` on the last page)."""
 
     sessions = SessionMetaSerializer(many=True)
-    next_before = serializers.DateTimeField(allow_null=True)
+    next_before = Rfc3339Field(allow_null=True)
 
 
 class PendingSerializer(serializers.Serializer):
@@ -193,7 +235,7 @@ class MailSerializer(serializers.Serializer):
     ``toolCallIds``). Posting the same ``id`` twice stores the mail once.
     """
 
-    body = serializers.JSONField()
+    body = MailBodyField()
     priority = serializers.ChoiceField(choices=["normal", "interrupt"], default="normal")
     id = serializers.UUIDField(required=False)
 
@@ -206,10 +248,31 @@ class ReceiptSerializer(serializers.Serializer):
     duplicate = serializers.BooleanField()
 
 
+class EnvelopeSerializer(serializers.Serializer):
+    """One piece of mail as stored: the Envelope of the README's mailbox section."""
+
+    id = serializers.UUIDField(source="mail_id")
+    seq = serializers.IntegerField()
+    priority = serializers.ChoiceField(choices=["normal", "interrupt"])
+    hops = serializers.IntegerField()
+    sentAt = Rfc3339Field(source="sent_at")  # noqa: N815 - the wire name
+    body = MailBodyField()
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The fields, with ``from`` (a Python keyword) second to ``seq`` as on the wire."""
+        fields = super().get_fields()
+        ordered: dict[str, serializers.Field] = {}
+        for name, field in fields.items():
+            ordered[name] = field
+            if name == "seq":
+                ordered["from"] = MailSenderField(source="sender")
+        return ordered
+
+
 class MailListSerializer(serializers.Serializer):
     """``GET /v1/sessions/:id/mail``: envelopes, oldest first."""
 
-    mail = serializers.ListField(child=serializers.JSONField())
+    mail = EnvelopeSerializer(many=True)
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -234,3 +297,11 @@ class DeletionPlanSerializer(serializers.Serializer):
     sessions = serializers.ListField(child=serializers.UUIDField())
     continuations = serializers.IntegerField()
     dry_run = serializers.BooleanField()
+
+
+class HealthSerializer(serializers.Serializer):
+    """``GET /healthz``."""
+
+    ok = serializers.BooleanField()
+    live_sessions = serializers.IntegerField(help_text="sessions that are neither idle nor failed")
+    active_runs = serializers.IntegerField(help_text="sessions whose status is running")

@@ -10,14 +10,13 @@ import json
 from collections.abc import AsyncIterator
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.views.decorators.http import require_GET
 
-from agentsite.access import can_see, principal_of
+from agentsite.access import can_see, principal_for
 from agentsite.auth import Principal
-from agentsite.errors import ApiError, BadRequest, Forbidden, UnknownSession, json_error
+from agentsite.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, UnknownSession, json_error
 from sessions_app import streams
 from sessions_app.models import Session
-from sessions_app.selectors import meta_view
+from sessions_app.serializers import meta_view
 from sessions_app.streams import OpenedStream, Scope
 
 
@@ -48,9 +47,26 @@ def _compact(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-@require_GET
+async def _caller(request: HttpRequest, session_id: str | None) -> Principal:
+    """The caller of a stream request: tokens as for the REST API, plus ``?access_token=``; a
+    method other than GET is refused once the caller is known, as the viewsets do.
+
+    Raises:
+        Unauthorized: no valid token (authentication on).
+        MethodNotAllowed: not a GET.
+    """
+    principal = await streams.in_db_thread(lambda: principal_for(request, session_id=session_id, query_token=True))
+    if request.method not in ("GET", "HEAD"):
+        raise MethodNotAllowed(f'Method "{request.method}" not allowed.')
+    return principal
+
+
 async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     """One session's events: a snapshot first on a fresh connection, then every change."""
+    try:
+        principal = await _caller(request, session_id)
+    except ApiError as error:
+        return json_error(error)
     sid = streams.session_uuid(session_id)
     if sid is None:
         return json_error(UnknownSession(session_id))
@@ -58,7 +74,6 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
         after = _after(request)
     except ValueError:
         return json_error(BadRequest("Last-Event-ID / after must be a non-negative integer"))
-    principal = principal_of(request)
     # another owner's session is answered as a missing one (spec §4.2, §5.2)
     if not await streams.in_db_thread(lambda: can_see(principal, sid)):
         return json_error(UnknownSession(session_id))
@@ -91,11 +106,10 @@ def events_scope(principal: Principal, requested: str | None) -> Scope:
     return Scope(owner=principal.owner, everyone=False)
 
 
-@require_GET
 async def all_events(request: HttpRequest) -> HttpResponse:
     """Every session's events the caller may see (``scope=owner|all``)."""
     try:
-        scope = events_scope(principal_of(request), request.GET.get("scope"))
+        scope = events_scope(await _caller(request, None), request.GET.get("scope"))
     except ApiError as error:
         return json_error(error)
     try:

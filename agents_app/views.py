@@ -1,0 +1,170 @@
+"""``/v1/agents``: list and read agents; store and delete agents for admin owners.
+
+Implements spec/server-api.md §1.1 #4-7, §1.3 (AgentDescriptor) and §6 (stored agents).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents_app import services
+from agents_app.loader import LoadedAgent
+from agents_app.registry import get_registry
+from agents_app.runtime import runtime_agent
+from agentsite.api import ApiViewSet, error_responses
+from agentsite.common import Rfc3339Field, rfc3339
+from agentsite.errors import UnknownAgent
+from tools_app.toolset import ToolSet
+
+
+class AgentModelSerializer(serializers.Serializer):
+    """The model an agent calls."""
+
+    name = serializers.CharField()
+    url = serializers.CharField()
+    flavor = serializers.CharField()
+
+
+class AgentParameterSerializer(serializers.Serializer):
+    """A parameter an agent declares (never its value)."""
+
+    name = serializers.CharField()
+    description = serializers.CharField(allow_null=True, allow_blank=True)
+    scope = serializers.ChoiceField(choices=["process", "session", "message"])
+    secret = serializers.BooleanField()
+    required = serializers.BooleanField()
+    bound = serializers.BooleanField(help_text="a default value exists")
+    pinned = serializers.BooleanField(help_text="the process pins its value")
+
+
+class AgentDescriptorSerializer(serializers.Serializer):
+    """AgentDescriptor: what a client needs to know about an agent."""
+
+    slug = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    tools = serializers.ListField(child=serializers.CharField())
+    model = AgentModelSerializer()
+    prompt = serializers.CharField(allow_blank=True)
+    parameters = AgentParameterSerializer(many=True)
+    helpers = serializers.ListField(child=serializers.CharField())
+    source = serializers.ChoiceField(choices=["file", "database"])
+    config = serializers.JSONField(required=False, help_text="stored agents: the contents with 'files'")
+    updated_at = Rfc3339Field(required=False, help_text="stored agents")
+    updated_by = serializers.CharField(required=False, allow_null=True, help_text="stored agents")
+
+
+def agent_descriptor(slug: str) -> dict[str, Any]:
+    """The AgentDescriptor of root agent ``slug``.
+
+    Raises:
+        ApiError: 404 ``unknown_agent``.
+    """
+
+    agent = runtime_agent(slug)
+    return _descriptor(agent.loaded, agent.toolset)
+
+
+def _descriptor(loaded: LoadedAgent, toolset: ToolSet) -> dict[str, Any]:
+    """The AgentDescriptor of a loaded agent and its tools; stored agents add their config."""
+
+    spec = loaded.spec
+    descriptor = {
+        "slug": spec.slug,
+        "description": spec.announce,
+        "tools": [tool.name for tool in toolset.tools],
+        "model": {"name": spec.modelName, "url": spec.modelUrl, "flavor": spec.flavor},
+        "prompt": spec.system_prompt_text(),
+        "parameters": [
+            {
+                "name": p.name,
+                "description": p.description,
+                "scope": p.scope,
+                "secret": p.secret,
+                "required": p.required,
+                "bound": p.default is not None,
+                "pinned": False,
+            }
+            for p in spec.parameters
+        ],
+        "helpers": list(loaded.helper_slugs),
+        "source": "file",
+    }
+    info = get_registry().stored_info(spec.slug)
+    if info is not None:
+        descriptor.update(
+            source="database", config=info.config(), updated_at=rfc3339(info.updated_at), updated_by=info.updated_by
+        )
+    return descriptor
+
+
+@extend_schema(parameters=[OpenApiParameter("slug", str, OpenApiParameter.PATH, description="the agent's slug")])
+class AgentViewSet(ApiViewSet):
+    """``/v1/agents``: every root agent; stored agents are written by admin owners."""
+
+    lookup_url_kwarg = "slug"
+    admin_actions = frozenset({"update", "destroy"})
+
+    @extend_schema(
+        operation_id="listAgents",
+        parameters=[],
+        responses={200: AgentDescriptorSerializer(many=True), **error_responses()},
+    )
+    def list(self, request: Request) -> Response:
+        """List the agents, as a bare array."""
+        descriptors = [agent_descriptor(agent.spec.slug) for agent in get_registry().roots()]
+        return Response(AgentDescriptorSerializer(descriptors, many=True).data)
+
+    @extend_schema(operation_id="getAgent", responses={200: AgentDescriptorSerializer, **error_responses(404)})
+    def retrieve(self, request: Request, slug: str) -> Response:
+        """One agent."""
+        if get_registry().get(slug) is None:
+            raise UnknownAgent(slug)
+        return Response(AgentDescriptorSerializer(agent_descriptor(slug)).data)
+
+    @extend_schema(
+        operation_id="putAgent",
+        request={"application/json": {"$ref": "#/components/schemas/StoredAgentBody"}},
+        description="The agent's contents plus an optional 'files' object (relative path -> text). Admin owners.",
+        responses={
+            200: AgentDescriptorSerializer,
+            201: AgentDescriptorSerializer,
+            **error_responses(400, 403, 409, 413),
+        },
+    )
+    def update(self, request: Request, slug: str) -> Response:
+        """Store an agent: 201 the first time, 200 when it replaces the stored one."""
+        prepared, _, created = services.stored_agent_put(slug, request.data, updated_by=request.user.owner)
+        descriptor = _descriptor(prepared.loaded, prepared.toolset)
+        return Response(AgentDescriptorSerializer(descriptor).data, status=201 if created else 200)
+
+    @extend_schema(
+        operation_id="deleteAgent", responses={200: AgentDescriptorSerializer, **error_responses(403, 404, 409)}
+    )
+    def destroy(self, request: Request, slug: str) -> Response:
+        """Delete a stored agent; the answer is its descriptor as it was."""
+        before = agent_descriptor(slug) if get_registry().source(slug) == "database" else None
+        row = services.stored_agent_delete(slug)
+        if before is None:
+            # stored but not usable in this process (e.g. skipped): what was stored is all there is
+            contents = row.contents
+            before = {
+                "slug": row.slug,
+                "description": str(contents.get("announce") or ""),
+                "tools": [],
+                "model": {
+                    "name": str(contents.get("modelName") or ""),
+                    "url": str(contents.get("modelUrl") or ""),
+                    "flavor": str(contents.get("flavor") or ""),
+                },
+                "prompt": "",
+                "parameters": [],
+                "helpers": list(row.helpers),
+                "source": "database",
+                "config": {**contents, "files": row.files},
+            }
+        return Response(AgentDescriptorSerializer(before).data)

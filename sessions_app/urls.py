@@ -1,0 +1,20 @@
+"""The sessions API's routes: the viewsets behind the router, and the two event streams."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from agentsite.routers import ApiRouter
+from sessions_app import sse
+from sessions_app.views import ContinuationViewSet, HealthViewSet, SessionViewSet
+
+router = ApiRouter()
+router.register("v1/sessions", SessionViewSet, basename="session")
+router.register("v1/continuations", ContinuationViewSet, basename="continuation")
+router.register("healthz", HealthViewSet, basename="health")
+
+urlpatterns = [
+    path("v1/sessions/<str:session_id>/events", sse.session_events, name="session-events"),
+    path("v1/events", sse.all_events, name="events"),
+    *router.urls,
+]

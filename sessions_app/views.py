@@ -1,0 +1,400 @@
+"""The sessions REST API (spec/server-api.md §1): viewsets that parse, call one service, and render.
+
+Each action reads its input with an input serializer, calls a service (writes) or a selector
+(reads), and answers through an output serializer; the OpenAPI document is generated from the
+same serializers. Who may call what is said by the view's attributes and checked by the
+permission classes of ``agentsite.permissions``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentsite.api import ApiViewSet, error_responses, json_object_body, parse_uuid, query_bool, wait_params
+from agentsite.auth import new_session_token
+from agentsite.errors import BadRequest, UnknownSession, UnknownToken
+from sessions_app import document as doc
+from sessions_app import mailbox, selectors
+from sessions_app.models import Session
+from sessions_app.serializers import (
+    ContinuationSerializer,
+    DeletionPlanSerializer,
+    ForkSerializer,
+    HealthSerializer,
+    MailListSerializer,
+    MailSerializer,
+    MessageSerializer,
+    PendingSerializer,
+    ReceiptSerializer,
+    ResumeSerializer,
+    SessionCreateSerializer,
+    SessionListSerializer,
+    SessionMetaSerializer,
+    SessionViewSerializer,
+    validated,
+)
+from sessions_app.services import continuations, owner, sessions, tree
+from sessions_app.services import mail as mail_services
+
+#: Seconds a cancel waits for the run to stop before answering.
+CANCEL_WAIT_SECONDS = 30.0
+
+WAIT_PARAMETERS = [
+    OpenApiParameter("wait", bool, description="answer when the run stops (default false)"),
+    OpenApiParameter("timeout", float, description="seconds to wait, default 120, at most 600"),
+]
+SESSION_ID = OpenApiParameter("session_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the session")
+TOKEN = OpenApiParameter("token", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the continuation token")
+
+
+def _session_id(value: str) -> uuid.UUID:
+    return parse_uuid(value, UnknownSession(value))
+
+
+def session_answer(request: Request, session: Session, *, created: bool = False, read_only: bool = False) -> Response:
+    """Answer with the SessionView, after waiting for the run when ``wait=true``.
+
+    Create answers 201; the others 202 while the run is still going, else 200 (§1.0). A plain
+    read (``GET`` without ``wait``) always answers 200. A session token issued by this request
+    (``session.session_token``) is shown in the answer, this once.
+    """
+    wait, timeout = wait_params(request)
+    token = getattr(session, "session_token", None)
+    session = selectors.wait_for_run(session.pk, timeout) if wait else selectors.session_get(session.pk)
+    if created:
+        status = 201
+    elif read_only and not wait:
+        status = 200
+    else:
+        status = 202 if session.status == Session.Status.RUNNING else 200
+    if token is not None:
+        session.session_token = token
+    headers = {"Location": f"/v1/sessions/{session.pk}"} if created else None
+    return Response(SessionViewSerializer(session).data, status=status, headers=headers)
+
+
+class SessionViewSet(ApiViewSet):
+    """``/v1/sessions`` and everything under ``/v1/sessions/:id`` but the event streams."""
+
+    lookup_url_kwarg = "session_id"
+    session_token_actions = frozenset({"retrieve", "messages", "cancel"})
+    session_token_body_actions = frozenset({"messages", "cancel"})
+
+    @extend_schema(
+        operation_id="listSessions",
+        parameters=[
+            OpenApiParameter("agent", str),
+            OpenApiParameter("status", str, description="comma-separated statuses"),
+            OpenApiParameter("parent", OpenApiTypes.UUID, description="list the children of this session"),
+            OpenApiParameter("limit", int, description="1..500, default 50"),
+            OpenApiParameter("before", OpenApiTypes.DATETIME, description="RFC 3339 updated_at, strictly older"),
+        ],
+        responses={200: SessionListSerializer, **error_responses(400, 404)},
+    )
+    def list(self, request: Request) -> Response:
+        """List sessions, newest first: the caller's top-level sessions, or a parent's children."""
+        query = request.query_params
+        statuses = None
+        if query.get("status"):
+            statuses = [s.strip() for s in query["status"].split(",") if s.strip()]
+            unknown = [s for s in statuses if s not in Session.Status.values]
+            if unknown:
+                raise BadRequest(f"unknown status {unknown[0]!r}; expected one of {', '.join(Session.Status.values)}")
+        parent = None
+        if query.get("parent"):
+            parent = _session_id(query["parent"])
+            selectors.require_visible(request.user, parent)
+        try:
+            limit = int(query.get("limit", "50"))
+        except ValueError as exc:
+            raise BadRequest("limit must be an integer between 1 and 500") from exc
+        if not 1 <= limit <= 500:
+            raise BadRequest("limit must be an integer between 1 and 500")
+        before = None
+        if query.get("before"):
+            try:
+                before = datetime.fromisoformat(query["before"].replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise BadRequest("before must be an RFC 3339 timestamp") from exc
+            if before.tzinfo is None:
+                raise BadRequest("before must be an RFC 3339 timestamp with a time zone")
+        rows, next_before = selectors.session_list(
+            agent=query.get("agent") or None,
+            statuses=statuses,
+            parent=parent,
+            limit=limit,
+            before=before,
+            owner=request.user.owner,
+        )
+        return Response(SessionListSerializer({"sessions": rows, "next_before": next_before}).data)
+
+    @extend_schema(
+        operation_id="createSession",
+        request=SessionCreateSerializer,
+        parameters=WAIT_PARAMETERS,
+        responses={201: SessionViewSerializer, **error_responses(400, 404, 413, 422)},
+    )
+    def create(self, request: Request) -> Response:
+        """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
+        data = validated(SessionCreateSerializer, json_object_body(request))
+        principal = request.user
+        if (data.get("seal") or data.get("session_token")) and principal.kind == "anonymous":
+            raise BadRequest("seal and session_token need authentication, which this server does not have enabled")
+        session_token, token_digest = new_session_token() if data.get("session_token") else (None, None)
+        prompt = data.get("prompt")
+        media = doc.media_from_api(data.get("media") or [])
+        alias = data.get("message")
+        if alias is not None and prompt is None:
+            prompt = alias.get("text")
+            media = media or doc.media_from_api(alias.get("media") or [])
+        parent_id = None
+        if data.get("parent"):
+            parent_id = _session_id(data["parent"])
+            selectors.require_visible(principal, parent_id)
+        wait_params(request)
+        session = sessions.session_create(
+            agent_slug=data["agent"],
+            prompt=prompt or None,
+            media=media,
+            run=data["run"],
+            parent_id=parent_id,
+            owner=principal.owner,
+            sealed=bool(data.get("seal")),
+            session_token_sha256=token_digest,
+        )
+        # shown this once; only its digest is stored (spec §5.4)
+        session.session_token = session_token
+        return session_answer(request, session, created=True)
+
+    @extend_schema(
+        operation_id="getSession",
+        parameters=[SESSION_ID, *WAIT_PARAMETERS],
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+    )
+    def retrieve(self, request: Request, session_id: str) -> Response:
+        """The session; with ``wait=true``, once its run stops (202 if still running at timeout)."""
+        return session_answer(request, selectors.session_get(_session_id(session_id)), read_only=True)
+
+    @extend_schema(
+        operation_id="deleteSession",
+        parameters=[SESSION_ID, OpenApiParameter("dry_run", bool, description="answer the plan, delete nothing")],
+        responses={200: DeletionPlanSerializer, **error_responses(400, 403, 404, 409)},
+    )
+    def destroy(self, request: Request, session_id: str) -> Response:
+        """Delete the session and its descendants (leaves first); refused while a run is active."""
+        plan = tree.session_delete(session_id=_session_id(session_id), dry_run=query_bool(request, "dry_run"))
+        return Response(DeletionPlanSerializer(plan).data)
+
+    @extend_schema(
+        operation_id="postMessage",
+        request=MessageSerializer,
+        parameters=[SESSION_ID, *WAIT_PARAMETERS],
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 413, 422)},
+    )
+    @action(detail=True, methods=["post"])
+    def messages(self, request: Request, session_id: str) -> Response:
+        """Add a user message and run; to a busy session it is queued as mail (never refused)."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(MessageSerializer, json_object_body(request))
+        wait_params(request)
+        session = sessions.message_post(
+            session_id=sid,
+            prompt=data.get("prompt") or None,
+            media=doc.media_from_api(data.get("media") or []),
+            run=data["run"],
+            interrupt=data["interrupt"],
+            owner=request.user.owner,
+        )
+        return session_answer(request, session)
+
+    @extend_schema(
+        operation_id="resumeSession",
+        request=ResumeSerializer,
+        parameters=[SESSION_ID, *WAIT_PARAMETERS],
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413)},
+    )
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, session_id: str) -> Response:
+        """Start a run on a stored session (``mode``: step or until_blocked)."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(ResumeSerializer, json_object_body(request))
+        wait_params(request)
+        session = sessions.session_resume(session_id=sid, mode=data["mode"], owner=request.user.owner)
+        return session_answer(request, session)
+
+    @extend_schema(
+        operation_id="listPendingCalls",
+        parameters=[SESSION_ID],
+        responses={200: PendingSerializer, **error_responses(403, 404)},
+    )
+    @action(detail=True, methods=["get"])
+    def pending(self, request: Request, session_id: str) -> Response:
+        """The deferred calls waiting for a continuation."""
+        session = selectors.session_get(_session_id(session_id))
+        return Response(PendingSerializer({"calls": session.pending_calls}).data)
+
+    @extend_schema(
+        operation_id="listMail",
+        parameters=[SESSION_ID, OpenApiParameter("unread", bool, description="only mail not consumed yet")],
+        responses={200: MailListSerializer, **error_responses(400, 403, 404)},
+    )
+    @action(detail=True, methods=["get"])
+    def mail(self, request: Request, session_id: str) -> Response:
+        """The session's mail, oldest first."""
+        session = selectors.session_get(_session_id(session_id))
+        envelopes = selectors.mail_list(session, unread=query_bool(request, "unread"))
+        return Response(MailListSerializer({"mail": envelopes}).data)
+
+    @extend_schema(
+        operation_id="sendMail",
+        request=MailSerializer,
+        parameters=[SESSION_ID],
+        responses={202: ReceiptSerializer, **error_responses(400, 403, 404, 413)},
+    )
+    @mail.mapping.post
+    def send_mail(self, request: Request, session_id: str) -> Response:
+        """Queue mail for the session; never refused for the session's status."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(MailSerializer, json_object_body(request))
+        body = mailbox.validate_body(json_object_body(request).get("body"))
+        receipt = mail_services.mail_send(
+            session_id=sid,
+            body=body,
+            priority=data["priority"],
+            sender={"tag": "user", "owner": request.user.owner},
+            mail_id=data.get("id"),
+        )
+        return Response(ReceiptSerializer(receipt).data, status=202)
+
+    @extend_schema(
+        operation_id="forkSession",
+        request=ForkSerializer,
+        parameters=[SESSION_ID],
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413)},
+    )
+    @action(detail=True, methods=["post"])
+    def fork(self, request: Request, session_id: str) -> Response:
+        """A new session with the turns from ``at_turn`` (newest first) down, optionally another agent."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        data = validated(ForkSerializer, json_object_body(request))
+        session = tree.session_fork(session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"))
+        headers = {"Location": f"/v1/sessions/{session.pk}"}
+        return Response(SessionViewSerializer(session).data, status=201, headers=headers)
+
+    @extend_schema(
+        operation_id="pauseSession",
+        request=None,
+        parameters=[SESSION_ID, *WAIT_PARAMETERS],
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+    )
+    @action(detail=True, methods=["post"])
+    def pause(self, request: Request, session_id: str) -> Response:
+        """Pause: the run stops at its next step and the session is stored ``paused``."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        return session_answer(request, sessions.session_pause(session_id=sid, owner=request.user.owner))
+
+    @extend_schema(
+        operation_id="cancelRun",
+        request=None,
+        parameters=[SESSION_ID],
+        responses={200: SessionMetaSerializer, **error_responses(403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, session_id: str) -> Response:
+        """Stop the active run and its background calls; answers once the run has stopped."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        sessions.session_cancel(session_id=sid, owner=request.user.owner)
+        return Response(SessionMetaSerializer(selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)).data)
+
+    @extend_schema(
+        operation_id="cancelAttached",
+        request=None,
+        parameters=[SESSION_ID, *WAIT_PARAMETERS],
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+    )
+    @action(detail=True, methods=["post"], url_path="cancel-attached")
+    def cancel_attached(self, request: Request, session_id: str) -> Response:
+        """Cancel every attached tool call, without stopping the run."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        return session_answer(request, sessions.session_cancel_attached(session_id=sid, owner=request.user.owner))
+
+    @extend_schema(
+        operation_id="setSessionParams",
+        request={"application/json": {"$ref": "#/components/schemas/Params"}},
+        description='A bare object of name -> value, or {"params": {...}}; null clears a value.',
+        parameters=[SESSION_ID],
+        responses={200: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
+    )
+    @action(detail=True, methods=["put"])
+    def params(self, request: Request, session_id: str) -> Response:
+        """Merge session-scope parameter values into the session; starts no run."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        body = json_object_body(request)
+        # an object whose only key is "params", holding an object, is the wrapped form
+        values = body["params"] if set(body) == {"params"} and isinstance(body["params"], dict) else body
+        return Response(SessionViewSerializer(owner.session_params_put(session_id=sid, params=values)).data)
+
+    @extend_schema(
+        operation_id="revokeSessionToken",
+        parameters=[SESSION_ID],
+        responses={200: SessionViewSerializer, **error_responses(403, 404)},
+    )
+    @action(detail=True, methods=["delete"])
+    def token(self, request: Request, session_id: str) -> Response:
+        """Revoke the session token: it answers 401 from now on."""
+        sid = _session_id(session_id)
+        selectors.session_get(sid)
+        return Response(SessionViewSerializer(owner.session_token_revoke(session_id=sid)).data)
+
+
+class ContinuationViewSet(ApiViewSet):
+    """``POST /v1/continuations/:token``."""
+
+    lookup_url_kwarg = "token"
+
+    @extend_schema(
+        operation_id="completeCall",
+        request=ContinuationSerializer,
+        parameters=[TOKEN, *WAIT_PARAMETERS],
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 404, 409, 413)},
+    )
+    def complete(self, request: Request, token: str) -> Response:
+        """Post a deferred call's result; the session resumes when its last deferred call is in."""
+        parsed = parse_uuid(token, UnknownToken(token))
+        body = json_object_body(request)
+        if "result" not in body:
+            raise BadRequest("result: This field is required.")
+        data = validated(ContinuationSerializer, body)
+        wait_params(request)
+        selectors.require_visible_token(request.user, parsed)
+        session = continuations.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
+        return session_answer(request, session)
+
+
+class HealthViewSet(viewsets.ViewSet):
+    """``GET /healthz``: answered to everyone, before the origin check."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+
+    @extend_schema(operation_id="health", responses={200: HealthSerializer}, auth=[])
+    def list(self, request: Request) -> Response:
+        """``{"ok": true, "live_sessions": N, "active_runs": N}``."""
+        return Response(HealthSerializer(selectors.health()).data)
