@@ -57,6 +57,10 @@ class AgentDescriptorSerializer(serializers.Serializer):
     updated_at = Rfc3339Field(required=False, help_text="stored agents")
     updated_by = serializers.CharField(required=False, allow_null=True, help_text="stored agents")
 
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        """The descriptor; the stored agents' fields only for stored agents."""
+        return {name: value for name, value in super().to_representation(instance).items() if name in instance}
+
 
 def agent_descriptor(slug: str) -> dict[str, Any]:
     """The AgentDescriptor of root agent ``slug``.
@@ -102,7 +106,9 @@ def _descriptor(loaded: LoadedAgent, toolset: ToolSet) -> dict[str, Any]:
     return descriptor
 
 
-@extend_schema(parameters=[OpenApiParameter("slug", str, OpenApiParameter.PATH, description="the agent's slug")])
+SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH, description="the agent's slug")
+
+
 class AgentViewSet(ApiViewSet):
     """``/v1/agents``: every root agent; stored agents are written by admin owners."""
 
@@ -119,7 +125,9 @@ class AgentViewSet(ApiViewSet):
         descriptors = [agent_descriptor(agent.spec.slug) for agent in get_registry().roots()]
         return Response(AgentDescriptorSerializer(descriptors, many=True).data)
 
-    @extend_schema(operation_id="getAgent", responses={200: AgentDescriptorSerializer, **error_responses(404)})
+    @extend_schema(
+        operation_id="getAgent", parameters=[SLUG], responses={200: AgentDescriptorSerializer, **error_responses(404)}
+    )
     def retrieve(self, request: Request, slug: str) -> Response:
         """One agent."""
         if get_registry().get(slug) is None:
@@ -128,6 +136,7 @@ class AgentViewSet(ApiViewSet):
 
     @extend_schema(
         operation_id="putAgent",
+        parameters=[SLUG],
         request={"application/json": {"$ref": "#/components/schemas/StoredAgentBody"}},
         description="The agent's contents plus an optional 'files' object (relative path -> text). Admin owners.",
         responses={
@@ -143,7 +152,9 @@ class AgentViewSet(ApiViewSet):
         return Response(AgentDescriptorSerializer(descriptor).data, status=201 if created else 200)
 
     @extend_schema(
-        operation_id="deleteAgent", responses={200: AgentDescriptorSerializer, **error_responses(403, 404, 409)}
+        operation_id="deleteAgent",
+        parameters=[SLUG],
+        responses={200: AgentDescriptorSerializer, **error_responses(403, 404, 409)},
     )
     def destroy(self, request: Request, slug: str) -> Response:
         """Delete a stored agent; the answer is its descriptor as it was."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularJSONAPIView
+
+from agentsite.openapi import OpenApiDocumentViewSet
 
 urlpatterns = [
-    path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
+    path("openapi.json", OpenApiDocumentViewSet.as_view({"get": "list"}), name="openapi"),
     path("", include("sessions_app.urls")),
     path("", include("agents_app.urls")),
     path("admin/", admin.site.urls),

@@ -11,9 +11,9 @@ from sessions_app.views import ContinuationViewSet, HealthViewSet, SessionViewSe
 router = ApiRouter()
 router.register("v1/sessions", SessionViewSet, basename="session")
 router.register("v1/continuations", ContinuationViewSet, basename="continuation")
-router.register("healthz", HealthViewSet, basename="health")
 
 urlpatterns = [
+    path("healthz", HealthViewSet.as_view({"get": "health"}), name="health"),
     path("v1/sessions/<str:session_id>/events", sse.session_events, name="session-events"),
     path("v1/events", sse.all_events, name="events"),
     *router.urls,

@@ -395,6 +395,6 @@ class HealthViewSet(viewsets.ViewSet):
     permission_classes: list[Any] = []
 
     @extend_schema(operation_id="health", responses={200: HealthSerializer}, auth=[])
-    def list(self, request: Request) -> Response:
+    def health(self, request: Request) -> Response:
         """``{"ok": true, "live_sessions": N, "active_runs": N}``."""
         return Response(HealthSerializer(selectors.health()).data)

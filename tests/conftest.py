@@ -81,3 +81,14 @@ def redis_url() -> Iterator[str]:
     yield url
     client.flushdb()
     client.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many answers the run checked against /openapi.json (tests/contract.py)."""
+    from tests import contract
+
+    if contract.CHECKED:
+        terminalreporter.write_line(
+            f"contract: {sum(contract.CHECKED.values())} answers checked against /openapi.json"
+            f" ({len(contract.CHECKED)} operation and status pairs)"
+        )

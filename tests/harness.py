@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from tests import contract
+
 ROOT = Path(__file__).resolve().parent.parent
 #: The agents-exe agent and session files used as they are: ``../shared/fixtures`` beside the
 #: project (as CI lays it out), or the folder named by AGENTS_TEST_FIXTURES.
@@ -122,7 +124,7 @@ class Server:
         argv += list(extra_args)
         self.process = Process(argv, base_env(**(env or {})), tmp / f"server-{self.port}.log")
         self.url = f"http://127.0.0.1:{self.port}"
-        self.client = httpx.Client(base_url=self.url, timeout=60)
+        self.client = httpx.Client(base_url=self.url, timeout=60, event_hooks=contract.hooks())
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60) -> None:
