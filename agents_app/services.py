@@ -19,7 +19,7 @@ from agents_app.loader import LoadedAgent
 from agents_app.models import StoredAgent, StoredAgentsGeneration
 from agents_app.registry import get_registry
 from agentsite.errors import ApiError, unknown_agent
-from tools_app.bash import list_tool_files
+from tools_app.bash.loading import list_tool_files
 from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
 
 

@@ -30,7 +30,9 @@ from typing import Any, Protocol
 from agents_app.schema import AgentSpec
 
 from .base import Tool
-from .bash import BashTool, BashToolLoadError, DescribeError, load_bash_directory, load_single_tool
+from .bash.loading import BashToolLoadError, load_bash_directory, load_single_tool
+from .bash.protocol import DescribeError
+from .bash.tool import BashTool
 from .names import ToolNameMap
 
 

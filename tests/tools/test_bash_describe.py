@@ -1,4 +1,4 @@
-"""bash.py loading: describe parsing, directory listing, error isolation (tools.md §1.2-1.3)."""
+"""Bash tools loading: describe parsing, directory listing, error isolation (tools.md §1.2-1.3)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ import time
 
 import pytest
 
-from tools_app.bash import (
+from tools_app.bash.loading import (
     BashToolLoadError,
-    DescribeError,
-    ScriptInfo,
     describe_script,
     list_tool_files,
     load_bash_directory,
     load_single_tool,
 )
+from tools_app.bash.protocol import DescribeError, ScriptInfo
 
 from .conftest import copy_scripts, script
 

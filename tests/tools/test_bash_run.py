@@ -1,4 +1,4 @@
-"""bash.py running: argument transport, environment, results, errors, timeouts (tools.md §1.4-1.6)."""
+"""Bash tools running: argument transport, environment, results, errors, timeouts (tools.md §1.4-1.6)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tools_app.bash import BashTool, load_single_tool
+from tools_app.bash.loading import load_single_tool
+from tools_app.bash.tool import BashTool
 
 from .conftest import make_ctx, process_alive, script, wait_gone
 

@@ -1,0 +1,139 @@
+"""Finding and loading bash tools: one executable, or every tool of a directory (spec/tools.md §1.2).
+
+:func:`describe_script` runs ``<exe> describe`` and parses the document; :func:`load_single_tool`
+makes one :class:`~tools_app.bash.tool.BashTool` (a ``SingleTool`` toolbox);
+:func:`list_tool_files` picks the candidate files of a directory and :func:`load_bash_directory`
+loads them all, a failing ``describe`` dropping only that file (error isolation).
+
+* ``BasenameFilter`` keeps the files whose basename ends with it (``".sh"``), or, when it holds
+  glob characters, whose basename matches it as a glob (:func:`list_tool_files`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .process import format_seconds, run_process, tail_text
+from .protocol import DescribeError, ScriptInfo
+from .tool import BashTool
+
+#: Seconds a ``describe`` call may take before the script is dropped.
+DESCRIBE_TIMEOUT = 10.0
+#: How many ``describe`` calls run at once when loading a directory.
+_DESCRIBE_WORKERS = 8
+#: File suffixes that mark sub-agent files in a ``toolDirectory`` (agent-files.md), never tools.
+AGENT_FILE_SUFFIXES = (".json", ".tramaj")
+
+
+class BashToolLoadError(Exception):
+    """A toolbox path is unusable: the directory or file is missing or not executable."""
+
+
+def _is_executable_file(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def describe_script(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> ScriptInfo:
+    """Run ``<path> describe`` and parse its output.
+
+    Raises:
+        DescribeError: the script could not start, exited non-zero, timed out, or printed
+            something that is not a valid ``ScriptInfo`` document.
+    """
+    try:
+        outcome = run_process([str(path), "describe"], stdin_data=None, env=None, timeout=timeout)
+    except (OSError, ValueError) as exc:
+        raise DescribeError(f"describe could not be started: {exc}") from exc
+    if outcome.timed_out:
+        raise DescribeError(f"describe timed out after {format_seconds(timeout)}")
+    if outcome.returncode != 0:
+        detail = tail_text(outcome.stderr, 500)
+        raise DescribeError(
+            f"describe exited with code {outcome.returncode}" + (f": {detail}" if detail else "")
+        )
+    try:
+        data = json.loads(outcome.stdout.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as exc:
+        raise DescribeError(f"describe did not print valid JSON: {exc}") from exc
+    return ScriptInfo.parse(data)
+
+
+def load_single_tool(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> BashTool:
+    """Load one bash tool (a ``SingleTool`` toolbox, or one file of a directory).
+
+    Raises:
+        BashToolLoadError: ``path`` is missing, not a regular file, or not executable.
+        DescribeError: ``describe`` failed (see :func:`describe_script`).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise BashToolLoadError(f"{path}: no such file")
+    if not _is_executable_file(path):
+        raise BashToolLoadError(f"{path}: not an executable regular file")
+    return BashTool(path, describe_script(path, timeout=timeout))
+
+
+def _basename_matches(name: str, basename_filter: str) -> bool:
+    if any(ch in basename_filter for ch in "*?["):
+        return fnmatch.fnmatchcase(name, basename_filter)
+    return name.endswith(basename_filter)
+
+
+def list_tool_files(directory: Path, basename_filter: str | None = None) -> list[Path]:
+    """The candidate tools of a directory, sorted by name (not recursive).
+
+    Keeps executable regular files (symlinks followed), skips sub-agent files (``*.json``,
+    ``*.tramaj``). ``basename_filter``, when given, keeps only files whose basename *ends with*
+    it (``".sh"`` keeps ``read.sh``): the spec leaves the semantics open and every real agent
+    file uses it as a suffix. A filter holding glob characters (``*?[``) is matched as a glob
+    on the whole basename instead (``"git-*"``), which a suffix could not express.
+
+    Raises:
+        BashToolLoadError: ``directory`` is missing or not a directory.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise BashToolLoadError(f"{directory}: tool directory not found")
+    found = []
+    for entry in sorted(directory.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(AGENT_FILE_SUFFIXES):
+            continue
+        if basename_filter and not _basename_matches(entry.name, basename_filter):
+            continue
+        if _is_executable_file(entry):
+            found.append(entry)
+    return found
+
+
+def load_bash_directory(
+    path: Path, basename_filter: str | None = None, *, timeout: float = DESCRIBE_TIMEOUT
+) -> tuple[list[BashTool], list[str]]:
+    """Load every tool of a directory with error isolation (tools.md §1.2).
+
+    ``describe`` runs concurrently for the files (see :func:`list_tool_files` for which files).
+    A file whose ``describe`` fails is dropped and yields one warning ``"<file>: <reason>"``.
+
+    Returns:
+        ``(tools, warnings)``, tools in file-name order.
+    Raises:
+        BashToolLoadError: the directory is missing.
+    """
+    files = list_tool_files(path, basename_filter)
+    if not files:
+        return [], []
+
+    def load(file: Path) -> BashTool | str:
+        try:
+            return BashTool(file, describe_script(file, timeout=timeout))
+        except DescribeError as exc:
+            return f"{file}: {exc}"
+
+    with ThreadPoolExecutor(max_workers=min(_DESCRIBE_WORKERS, len(files))) as pool:
+        outcomes = list(pool.map(load, files))
+    tools = [o for o in outcomes if isinstance(o, BashTool)]
+    warnings = [o for o in outcomes if isinstance(o, str)]
+    return tools, warnings

@@ -1,0 +1,241 @@
+"""Running one short-lived process in a process group of its own (spec/tools.md §1.6).
+
+:func:`run_process` starts a command in a new session, feeds its stdin, reads stdout and stderr
+without blocking on either, and kills the whole process group (SIGTERM, then SIGKILL
+:data:`KILL_GRACE` seconds later) on timeout or cancellation. Both ``describe`` and ``run`` calls
+of bash tools go through it.
+
+* When the main process has exited but a background grandchild still holds stdout/stderr open,
+  the call waits at most :data:`EXIT_DRAIN_GRACE` seconds for end-of-file and then returns with
+  what it has; such detached children are left running (only a timeout or a cancellation kills
+  the process group).
+* stdout is kept up to :data:`MAX_STDOUT_BYTES`; beyond that it is drained and dropped, and the
+  outcome says it was truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Seconds between SIGTERM and SIGKILL to the process group (tools.md §1.6).
+KILL_GRACE = 0.1
+#: Seconds to wait for end-of-file on stdout/stderr after the main process exited.
+EXIT_DRAIN_GRACE = 0.5
+#: Characters of stderr (or stdout) quoted in an error text.
+ERROR_TAIL_CHARS = 2000
+#: Bytes of stdout kept for the result.
+MAX_STDOUT_BYTES = 16 * 1024 * 1024
+#: Bytes of stderr kept (only its tail is ever used).
+_STDERR_KEEP = 64 * 1024
+#: How often (seconds) the wait loop checks for process exit, deadline and cancellation.
+_POLL_INTERVAL = 0.05
+
+
+@dataclass
+class ProcessOutcome:
+    """What :func:`run_process` observed.
+
+    ``returncode`` is negative when a signal ended the process (``-9`` for SIGKILL) and ``None``
+    only if the process could not be reaped. ``stderr`` holds at most the last 64 KiB.
+    """
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    cancelled: bool = False
+    stdout_truncated: bool = False
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group, SIGKILL it ``KILL_GRACE`` seconds later (tools.md §1.6).
+
+    SIGKILL goes to the group even when the leader died of SIGTERM, because grandchildren may
+    ignore SIGTERM. The group id is the leader's pid (``start_new_session=True``).
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return  # nobody left in the group
+    try:
+        proc.wait(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    else:
+        # The leader is gone, but members that ignore SIGTERM may remain: give them the rest of
+        # the grace, polling whether anyone is left (signal 0 only checks).
+        until = time.monotonic() + KILL_GRACE
+        while time.monotonic() < until:
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.01)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_process(
+    argv: list[str],
+    *,
+    stdin_data: bytes | None,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    cancel: Any = None,
+) -> ProcessOutcome:
+    """Run ``argv`` in a new session (own process group) and collect stdout and stderr.
+
+    Args:
+        argv: the command line; ``argv[0]`` is the executable.
+        stdin_data: bytes written to stdin before it is closed; ``None`` means ``/dev/null``.
+        env: the full environment of the child (``None`` inherits ours).
+        timeout: seconds before the whole group is killed; ``None`` for no limit.
+        cancel: an optional ``threading.Event``; when set, the group is killed as on timeout.
+    Returns:
+        a :class:`ProcessOutcome`; never raises for the child's behaviour.
+    Raises:
+        OSError / ValueError: when the process cannot be started (missing file, no execute
+            permission, environment too large, NUL byte in an argument).
+    """
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+        close_fds=True,
+    )
+    started = time.monotonic()
+    deadline = started + timeout if timeout is not None else None
+    stdout = bytearray()
+    stderr = bytearray()
+    truncated = False
+    timed_out = cancelled = False
+    killed = False
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        pending = memoryview(stdin_data or b"")
+        if proc.stdin is not None:
+            if pending:
+                sel.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(proc.stderr, selectors.EVENT_READ)
+
+        def pump(wait: float) -> None:
+            nonlocal pending, truncated
+            for key, _ in sel.select(wait):
+                stream = key.fileobj
+                if stream is proc.stdin:
+                    try:
+                        # At most PIPE_BUF bytes: such a write to a pipe reported writable
+                        # does not block.
+                        written = os.write(key.fd, pending[: select.PIPE_BUF])
+                    except OSError:
+                        written = len(pending)  # the child stopped reading; drop the rest
+                    pending = pending[written:]
+                    if not pending:
+                        sel.unregister(stream)
+                        stream.close()  # type: ignore[union-attr]
+                    continue
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(stream)
+                    stream.close()  # type: ignore[union-attr]
+                elif stream is proc.stdout:
+                    room = MAX_STDOUT_BYTES - len(stdout)
+                    if len(data) > room:
+                        truncated = True
+                    stdout.extend(data[: max(room, 0)])
+                else:
+                    stderr.extend(data)
+                    if len(stderr) > _STDERR_KEEP:
+                        del stderr[: len(stderr) - _STDERR_KEEP]
+
+        exited_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if proc.poll() is not None:
+                # The main process is done: read what is left, but do not wait forever on pipes
+                # a detached grandchild may keep open.
+                if exited_at is None:
+                    exited_at = now
+                if not sel.get_map() or now - exited_at >= EXIT_DRAIN_GRACE:
+                    break
+            else:
+                if cancel is not None and cancel.is_set():
+                    cancelled = True
+                    break
+                if deadline is not None and now >= deadline:
+                    timed_out = True
+                    break
+            wait = _POLL_INTERVAL
+            if deadline is not None and exited_at is None:
+                wait = max(0.0, min(wait, deadline - now))
+            if sel.get_map():
+                pump(wait)
+            else:
+                # Pipes closed but the process still runs (it closed its own stdout/stderr).
+                try:
+                    proc.wait(timeout=wait)
+                except subprocess.TimeoutExpired:
+                    pass
+
+        if timed_out or cancelled:
+            _kill_group(proc)
+            killed = True
+            # Collect whatever the dying group flushed, briefly.
+            drain_until = time.monotonic() + KILL_GRACE
+            while sel.get_map() and time.monotonic() < drain_until:
+                pump(max(0.0, drain_until - time.monotonic()))
+        try:
+            returncode: int | None = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            returncode = None
+    except BaseException:
+        if not killed:
+            _kill_group(proc)
+        raise
+    finally:
+        for key in list(sel.get_map().values()):
+            sel.unregister(key.fileobj)
+            key.fileobj.close()  # type: ignore[union-attr]
+        sel.close()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+    return ProcessOutcome(
+        returncode=returncode,
+        stdout=bytes(stdout),
+        stderr=bytes(stderr),
+        timed_out=timed_out,
+        cancelled=cancelled,
+        stdout_truncated=truncated,
+    )
+
+
+def tail_text(data: bytes, limit: int = ERROR_TAIL_CHARS) -> str:
+    """The last ``limit`` characters of ``data`` decoded as UTF-8 (invalid bytes replaced),
+    stripped, with a leading ``…`` when something was cut; for quoting output in error texts."""
+    text = data.decode("utf-8", errors="replace").strip()
+    if len(text) > limit:
+        return "…" + text[-limit:]
+    return text
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``seconds`` as an error text shows it: ``"0.5s"``, ``"600s"``; ``"?s"`` for ``None``."""
+    return f"{seconds:g}s" if seconds is not None else "?s"
