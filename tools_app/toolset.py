@@ -164,7 +164,7 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
     """Build the tools of ``agent`` (a ``LoadedAgent``; only ``spec`` and ``resolve`` are used).
 
     Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
-    (``FileSystemDirectory`` honouring ``BasenameFilter`` as a basename suffix, or
+    (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
     ``SingleTool``). Paths go through ``agent.resolve`` (relative to the agent file's directory).
     Every tool gets the wire name ``bash_<slug>``, normalized if an LLM API would reject it.
 

@@ -5,8 +5,9 @@ makes one :class:`~tools_app.bash.tool.BashTool` (a ``SingleTool`` toolbox);
 :func:`list_tool_files` picks the candidate files of a directory and :func:`load_bash_directory`
 loads them all, a failing ``describe`` dropping only that file (error isolation).
 
-* ``BasenameFilter`` keeps the files whose basename ends with it (``".sh"``), or, when it holds
-  glob characters, whose basename matches it as a glob (:func:`list_tool_files`).
+* ``BasenameFilter`` keeps the files whose basename contains it anywhere (``".sh"``, ``"git"``),
+  as agents-exe does, or, when it holds glob characters, whose whole basename matches it as a
+  glob (:func:`list_tool_files`).
 """
 
 from __future__ import annotations
@@ -80,17 +81,19 @@ def load_single_tool(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> BashTo
 def _basename_matches(name: str, basename_filter: str) -> bool:
     if any(ch in basename_filter for ch in "*?["):
         return fnmatch.fnmatchcase(name, basename_filter)
-    return name.endswith(basename_filter)
+    return basename_filter in name
 
 
 def list_tool_files(directory: Path, basename_filter: str | None = None) -> list[Path]:
     """The candidate tools of a directory, sorted by name (not recursive).
 
     Keeps executable regular files (symlinks followed), skips sub-agent files (``*.json``,
-    ``*.tramaj``). ``basename_filter``, when given, keeps only files whose basename *ends with*
-    it (``".sh"`` keeps ``read.sh``): the spec leaves the semantics open and every real agent
-    file uses it as a suffix. A filter holding glob characters (``*?[``) is matched as a glob
-    on the whole basename instead (``"git-*"``), which a suffix could not express.
+    ``*.tramaj``). ``basename_filter``, when given, keeps only files whose basename *contains*
+    it, anywhere (``".sh"`` keeps ``read.sh`` and ``x.sh.bak``, ``"git"`` keeps ``my-git-log``),
+    as agents-exe filters its bash toolboxes. A filter holding glob characters (``*?[``) is
+    matched as a glob on the whole basename instead (``"git-*"``, ``"*.sh"``): our extension,
+    for what a substring cannot say (anchoring); agents-exe would look for those characters
+    literally, which no real tool name contains.
 
     Raises:
         BashToolLoadError: ``directory`` is missing or not a directory.
