@@ -5,10 +5,12 @@ without blocking on either, and kills the whole process group (SIGTERM, then SIG
 :data:`KILL_GRACE` seconds later) on timeout or cancellation. Both ``describe`` and ``run`` calls
 of bash tools go through it.
 
-* When the main process has exited but a background grandchild still holds stdout/stderr open,
-  the call waits at most :data:`EXIT_DRAIN_GRACE` seconds for end-of-file and then returns with
-  what it has; such detached children are left running (only a timeout or a cancellation kills
-  the process group).
+* A call ends its whole process group: when the main process has exited and stdout/stderr are
+  drained (end-of-file, or :data:`EXIT_DRAIN_GRACE` seconds when a background child still holds
+  them open), whatever is left in the group gets SIGTERM, then SIGKILL :data:`KILL_GRACE`
+  seconds later, as on a timeout or a cancellation. A tool that wants a daemon must detach it
+  on purpose (``setsid``, which starts a new session and so a new group, with its output
+  redirected).
 * stdout is kept up to :data:`MAX_STDOUT_BYTES`; beyond that it is drained and dropped, and the
   outcome says it was truncated.
 """
@@ -55,11 +57,26 @@ class ProcessOutcome:
     stdout_truncated: bool = False
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the main process has exited, without reaping it.
+
+    Until it is reaped its pid, which is also the group id, cannot go to another process, so
+    :func:`_end_group` may still signal the group without hitting a stranger.
+    """
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): gone all the same
+        return True
+
+
+def _end_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group, SIGKILL it ``KILL_GRACE`` seconds later (tools.md §1.6).
 
     SIGKILL goes to the group even when the leader died of SIGTERM, because grandchildren may
-    ignore SIGTERM. The group id is the leader's pid (``start_new_session=True``).
+    ignore SIGTERM. The group id is the leader's pid (``start_new_session=True``). The leader is
+    reaped on the way; a group where nobody is left costs no wait.
     """
     try:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -95,6 +112,11 @@ def run_process(
 ) -> ProcessOutcome:
     """Run ``argv`` in a new session (own process group) and collect stdout and stderr.
 
+    When the call returns, nothing is left of the process group: once the main process has
+    exited and its output is drained (or after a timeout or a cancellation), the group gets
+    SIGTERM, then SIGKILL :data:`KILL_GRACE` seconds later. A child that must outlive the call
+    has to leave the group itself (``setsid``).
+
     Args:
         argv: the command line; ``argv[0]`` is the executable.
         stdin_data: bytes written to stdin before it is closed; ``None`` means ``/dev/null``.
@@ -122,7 +144,7 @@ def run_process(
     stderr = bytearray()
     truncated = False
     timed_out = cancelled = False
-    killed = False
+    ended = False
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     try:
@@ -166,9 +188,10 @@ def run_process(
                         del stderr[: len(stderr) - _STDERR_KEEP]
 
         exited_at: float | None = None
+        idle_delay = 0.0005
         while True:
             now = time.monotonic()
-            if proc.poll() is not None:
+            if _has_exited(proc):
                 # The main process is done: read what is left, but do not wait forever on pipes
                 # a detached grandchild may keep open.
                 if exited_at is None:
@@ -188,26 +211,26 @@ def run_process(
             if sel.get_map():
                 pump(wait)
             else:
-                # Pipes closed but the process still runs (it closed its own stdout/stderr).
-                try:
-                    proc.wait(timeout=wait)
-                except subprocess.TimeoutExpired:
-                    pass
+                # Pipes closed but the process still runs: usually it is exiting at this very
+                # moment, so poll soon, then less and less often (as subprocess's wait does).
+                time.sleep(min(idle_delay, wait))
+                idle_delay = min(idle_delay * 2, _POLL_INTERVAL)
 
-        if timed_out or cancelled:
-            _kill_group(proc)
-            killed = True
-            # Collect whatever the dying group flushed, briefly.
-            drain_until = time.monotonic() + KILL_GRACE
-            while sel.get_map() and time.monotonic() < drain_until:
-                pump(max(0.0, drain_until - time.monotonic()))
+        # Whatever the call started ends with it, not only on timeout or cancellation: a
+        # background child left in the group would otherwise run forever, unseen.
+        _end_group(proc)
+        ended = True
+        # Collect whatever the dying group flushed, briefly.
+        drain_until = time.monotonic() + KILL_GRACE
+        while sel.get_map() and time.monotonic() < drain_until:
+            pump(max(0.0, drain_until - time.monotonic()))
         try:
             returncode: int | None = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             returncode = None
     except BaseException:
-        if not killed:
-            _kill_group(proc)
+        if not ended:
+            _end_group(proc)
         raise
     finally:
         for key in list(sel.get_map().values()):
