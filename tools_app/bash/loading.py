@@ -24,6 +24,8 @@ from .tool import BashTool
 
 #: Seconds a ``describe`` call may take before the script is dropped.
 DESCRIBE_TIMEOUT = 10.0
+#: Bytes a ``describe`` document may take.
+DESCRIBE_MAX_BYTES = 1024 * 1024
 #: How many ``describe`` calls run at once when loading a directory.
 _DESCRIBE_WORKERS = 8
 #: File suffixes that mark sub-agent files in a ``toolDirectory`` (agent-files.md), never tools.
@@ -46,7 +48,9 @@ def describe_script(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> ScriptI
             something that is not a valid ``ScriptInfo`` document.
     """
     try:
-        outcome = run_process([str(path), "describe"], stdin_data=None, env=None, timeout=timeout)
+        outcome = run_process(
+            [str(path), "describe"], stdin_data=None, env=None, timeout=timeout, max_stdout=DESCRIBE_MAX_BYTES
+        )
     except (OSError, ValueError) as exc:
         raise DescribeError(f"describe could not be started: {exc}") from exc
     if outcome.timed_out:
@@ -56,6 +60,8 @@ def describe_script(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> ScriptI
         raise DescribeError(
             f"describe exited with code {outcome.returncode}" + (f": {detail}" if detail else "")
         )
+    if outcome.stdout_truncated:
+        raise DescribeError(f"describe printed {outcome.stdout_bytes} bytes, more than {DESCRIBE_MAX_BYTES}")
     try:
         data = json.loads(outcome.stdout.decode("utf-8", errors="replace"))
     except json.JSONDecodeError as exc:

@@ -11,8 +11,9 @@ of bash tools go through it.
   seconds later, as on a timeout or a cancellation. A tool that wants a daemon must detach it
   on purpose (``setsid``, which starts a new session and so a new group, with its output
   redirected).
-* stdout is kept up to :data:`MAX_STDOUT_BYTES`; beyond that it is drained and dropped, and the
-  outcome says it was truncated.
+* stdout is kept up to the ``max_stdout`` bytes the caller gives (the cap on a tool's output);
+  beyond that it is still read, so that the process is not blocked on a full pipe, but only
+  counted. Memory stays within that cap plus one 64 KiB read and 64 KiB of stderr.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ KILL_GRACE = 0.1
 EXIT_DRAIN_GRACE = 0.5
 #: Characters of stderr (or stdout) quoted in an error text.
 ERROR_TAIL_CHARS = 2000
-#: Bytes of stdout kept for the result.
-MAX_STDOUT_BYTES = 16 * 1024 * 1024
+#: Bytes asked of a pipe per read.
+_READ_BYTES = 65536
 #: Bytes of stderr kept (only its tail is ever used).
 _STDERR_KEEP = 64 * 1024
 #: How often (seconds) the wait loop checks for process exit, deadline and cancellation.
@@ -46,15 +47,21 @@ class ProcessOutcome:
     """What :func:`run_process` observed.
 
     ``returncode`` is negative when a signal ended the process (``-9`` for SIGKILL) and ``None``
-    only if the process could not be reaped. ``stderr`` holds at most the last 64 KiB.
+    only if the process could not be reaped. ``stdout`` holds at most the ``max_stdout`` first
+    bytes, out of ``stdout_bytes`` printed in all; ``stderr`` holds at most the last 64 KiB.
     """
 
     returncode: int | None
-    stdout: bytes
+    stdout: bytearray
     stderr: bytes
+    stdout_bytes: int
     timed_out: bool = False
     cancelled: bool = False
-    stdout_truncated: bool = False
+
+    @property
+    def stdout_truncated(self) -> bool:
+        """Whether the process printed more on stdout than ``stdout`` holds."""
+        return self.stdout_bytes > len(self.stdout)
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
@@ -108,6 +115,7 @@ def run_process(
     stdin_data: bytes | None,
     env: Mapping[str, str] | None,
     timeout: float | None,
+    max_stdout: int,
     cancel: Any = None,
 ) -> ProcessOutcome:
     """Run ``argv`` in a new session (own process group) and collect stdout and stderr.
@@ -122,6 +130,7 @@ def run_process(
         stdin_data: bytes written to stdin before it is closed; ``None`` means ``/dev/null``.
         env: the full environment of the child (``None`` inherits ours).
         timeout: seconds before the whole group is killed; ``None`` for no limit.
+        max_stdout: bytes of stdout kept; the rest is read and counted, not kept.
         cancel: an optional ``threading.Event``; when set, the group is killed as on timeout.
     Returns:
         a :class:`ProcessOutcome`; never raises for the child's behaviour.
@@ -141,8 +150,8 @@ def run_process(
     started = time.monotonic()
     deadline = started + timeout if timeout is not None else None
     stdout = bytearray()
+    stdout_bytes = 0
     stderr = bytearray()
-    truncated = False
     timed_out = cancelled = False
     ended = False
     sel = selectors.DefaultSelector()
@@ -158,7 +167,7 @@ def run_process(
         sel.register(proc.stderr, selectors.EVENT_READ)
 
         def pump(wait: float) -> None:
-            nonlocal pending, truncated
+            nonlocal pending, stdout_bytes
             for key, _ in sel.select(wait):
                 stream = key.fileobj
                 if stream is proc.stdin:
@@ -173,15 +182,15 @@ def run_process(
                         sel.unregister(stream)
                         stream.close()  # type: ignore[union-attr]
                     continue
-                data = os.read(key.fd, 65536)
+                data = os.read(key.fd, _READ_BYTES)
                 if not data:
                     sel.unregister(stream)
                     stream.close()  # type: ignore[union-attr]
                 elif stream is proc.stdout:
-                    room = MAX_STDOUT_BYTES - len(stdout)
-                    if len(data) > room:
-                        truncated = True
-                    stdout.extend(data[: max(room, 0)])
+                    stdout_bytes += len(data)
+                    room = max_stdout - len(stdout)
+                    if room > 0:
+                        stdout.extend(data[:room])
                 else:
                     stderr.extend(data)
                     if len(stderr) > _STDERR_KEEP:
@@ -242,15 +251,15 @@ def run_process(
                 stream.close()
     return ProcessOutcome(
         returncode=returncode,
-        stdout=bytes(stdout),
+        stdout=stdout,  # not copied into bytes: the cap bounds memory, not twice the cap
         stderr=bytes(stderr),
+        stdout_bytes=stdout_bytes,
         timed_out=timed_out,
         cancelled=cancelled,
-        stdout_truncated=truncated,
     )
 
 
-def tail_text(data: bytes, limit: int = ERROR_TAIL_CHARS) -> str:
+def tail_text(data: bytes | bytearray, limit: int = ERROR_TAIL_CHARS) -> str:
     """The last ``limit`` characters of ``data`` decoded as UTF-8 (invalid bytes replaced),
     stripped, with a leading ``…`` when something was cut; for quoting output in error texts."""
     text = data.decode("utf-8", errors="replace").strip()

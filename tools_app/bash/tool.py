@@ -7,7 +7,9 @@ command line (:mod:`.protocol`), runs it (:mod:`.process`) and turns the outcome
   (the last ~2000 characters of stderr; stdout's tail instead, labelled, when stderr is empty).
   stderr never appears in a successful result.
 * stdout is the result: text, or a media result when ``describe`` gives ``output-media-type``.
-  Text cut at :data:`~.process.MAX_STDOUT_BYTES` says so; cut binary data is dropped.
+  Only the first ``ctx.output_max_bytes`` bytes are kept while reading; the result then says how
+  many there were (``ToolResult.full_bytes``) and ``Tool.call`` cuts it with a note, or drops
+  cut binary data.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from ..base import Tool, ToolContext, ToolResult
 from ..names import normalize_tool_name
-from .process import MAX_STDOUT_BYTES, ProcessOutcome, format_seconds, run_process, tail_text
+from .process import ProcessOutcome, format_seconds, run_process, tail_text
 from .protocol import ArgumentError, ScriptInfo, build_invocation, tool_environment
 
 
@@ -72,7 +74,7 @@ class BashTool(Tool):
             for arg in self.info.args
         ]
 
-    def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Run ``<exe> run ...`` and turn its output into a result (§1.4-1.6).
 
         Errors (all ``is_error=True``, never raised): bad arguments (``Error: tool <name>: ...``),
@@ -80,11 +82,11 @@ class BashTool(Tool):
         non-zero exit (``Error: tool <name> exited with code <n>: <stderr tail>``).
         """
         try:
-            return self._call(arguments, ctx)
+            return self._run(arguments, ctx)
         except Exception as exc:  # a tool failure must reach the LLM, not crash the step
             return ToolResult.error(f"Error: tool {self.name} failed: {type(exc).__name__}: {exc}")
 
-    def _call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def _run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if not isinstance(arguments, Mapping):
             return ToolResult.error(f"Error: tool {self.name}: arguments must be a JSON object")
         try:
@@ -97,6 +99,7 @@ class BashTool(Tool):
                 stdin_data=invocation.stdin_data,
                 env=tool_environment(ctx, invocation.env),
                 timeout=ctx.timeout,
+                max_stdout=ctx.output_max_bytes,
                 cancel=ctx.cancel,
             )
         except (OSError, ValueError) as exc:
@@ -107,13 +110,8 @@ class BashTool(Tool):
             return ToolResult.error(f"Error: tool {self.name} timed out after {format_seconds(ctx.timeout)}")
         if outcome.returncode != 0:
             return ToolResult.error(self._failure_text(outcome))
-        if outcome.stdout_truncated and self.info.output_media_type:
-            # Cut binary data is useless; text can be cut (see _success_response).
-            return ToolResult.error(
-                f"Error: tool {self.name} printed more than {MAX_STDOUT_BYTES} bytes of "
-                f"{self.info.output_media_type}; the output was dropped"
-            )
-        return ToolResult(self._success_response(outcome))
+        full_bytes = outcome.stdout_bytes if outcome.stdout_truncated else None
+        return ToolResult(self._success_response(outcome), full_bytes=full_bytes)
 
     def _failure_text(self, outcome: ProcessOutcome) -> str:
         code = outcome.returncode
@@ -143,7 +141,4 @@ class BashTool(Tool):
                 "mimeType": self.info.output_media_type,
                 "base64Data": base64.b64encode(outcome.stdout).decode("ascii"),
             }
-        text = outcome.stdout.decode("utf-8", errors="replace")
-        if outcome.stdout_truncated:
-            text += f"\n[output truncated: only the first {MAX_STDOUT_BYTES} bytes are kept]"
-        return text
+        return outcome.stdout.decode("utf-8", errors="replace")
