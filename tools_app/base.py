@@ -5,13 +5,13 @@ declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash
 OpenAPI, sub-agents later) is a factory of such objects, and policies, bindings or async execution
 wrap :meth:`Tool.call` rather than the toolbox.
 
-The output cap lives here so that every tool kind gets it: a tool kind implements
-:meth:`Tool.run`, and :meth:`Tool.call` runs it and passes the result through :func:`cap_result`
-(at most ``ToolContext.output_max_bytes``, ``AGENTS_TOOL_OUTPUT_MAX_BYTES``, 1 MiB by default).
-Text over the cap is cut and ends with ``[output truncated: N of M bytes kept]``; a structured
-result that cannot be cut is replaced by an error text. A tool that reads its output from
-somewhere (a process, a socket) should stop keeping it at the cap as well and say how much there
-was in ``ToolResult.full_bytes``; the bash tools do.
+The output cap (README, "Tool output") lives here so that every tool kind gets it: a tool kind
+implements :meth:`Tool.run`, and :meth:`Tool.call` runs it and passes the result through
+:func:`cap_result` (at most ``ToolContext.output_max_bytes``, ``AGENTS_TOOL_OUTPUT_MAX_BYTES``,
+1 MiB by default). Text over the cap is cut and ends with ``[output truncated: N of M bytes
+kept]``; a structured result that cannot be cut is replaced by an error text. A tool that reads
+its output from somewhere (a process, a socket) should stop keeping it at the cap as well and say
+how much there was in ``ToolResult.full_bytes``; the bash tools do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bash / binary tools, protocol v1 (spec/tools.md §1).
+"""Bash / binary tools, protocol v1 (README, "Bash tools").
 
 * :mod:`.protocol`: the ``describe`` document and the ``run`` command line and environment;
 * :mod:`.process`: running one process in its own process group, with timeouts and cancellation;

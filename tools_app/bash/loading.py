@@ -1,4 +1,4 @@
-"""Finding and loading bash tools: one executable, or every tool of a directory (spec/tools.md §1.2).
+"""Finding and loading bash tools: one executable, or every tool of a directory (README, "Bash tools").
 
 :func:`describe_script` runs ``<exe> describe`` and parses the document; :func:`load_single_tool`
 makes one :class:`~tools_app.bash.tool.BashTool` (a ``SingleTool`` toolbox);
@@ -28,7 +28,7 @@ DESCRIBE_TIMEOUT = 10.0
 DESCRIBE_MAX_BYTES = 1024 * 1024
 #: How many ``describe`` calls run at once when loading a directory.
 _DESCRIBE_WORKERS = 8
-#: File suffixes that mark sub-agent files in a ``toolDirectory`` (agent-files.md), never tools.
+#: File suffixes that mark sub-agent files in a ``toolDirectory``, never tools.
 AGENT_FILE_SUFFIXES = (".json", ".tramaj")
 
 
@@ -41,11 +41,14 @@ def _is_executable_file(path: Path) -> bool:
 
 
 def describe_script(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> ScriptInfo:
-    """Run ``<path> describe`` and parse its output.
+    """Run ``<path> describe`` (for at most ``timeout`` seconds) and parse its output.
 
+    Returns:
+        the parsed document.
     Raises:
-        DescribeError: the script could not start, exited non-zero, timed out, or printed
-            something that is not a valid ``ScriptInfo`` document.
+        DescribeError: the script could not start, exited non-zero, timed out, printed more than
+            :data:`DESCRIBE_MAX_BYTES`, or printed something that is not a valid ``ScriptInfo``
+            document.
     """
     try:
         outcome = run_process(
@@ -121,7 +124,7 @@ def list_tool_files(directory: Path, basename_filter: str | None = None) -> list
 def load_bash_directory(
     path: Path, basename_filter: str | None = None, *, timeout: float = DESCRIBE_TIMEOUT
 ) -> tuple[list[BashTool], list[str]]:
-    """Load every tool of a directory with error isolation (tools.md §1.2).
+    """Load every tool of a directory, a failing ``describe`` dropping only that file.
 
     ``describe`` runs concurrently for the files (see :func:`list_tool_files` for which files).
     A file whose ``describe`` fails is dropped and yields one warning ``"<file>: <reason>"``.

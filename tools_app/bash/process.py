@@ -1,9 +1,9 @@
-"""Running one short-lived process in a process group of its own (spec/tools.md §1.6).
+"""Running one short-lived process in a process group of its own (README, "Bash tools").
 
 :func:`run_process` starts a command in a new session, feeds its stdin, reads stdout and stderr
-without blocking on either, and kills the whole process group (SIGTERM, then SIGKILL
-:data:`KILL_GRACE` seconds later) on timeout or cancellation. Both ``describe`` and ``run`` calls
-of bash tools go through it.
+without blocking on either, stops it on timeout or cancellation, and ends its whole process group
+(SIGTERM, then SIGKILL :data:`KILL_GRACE` seconds later) before returning. Both ``describe`` and
+``run`` calls of bash tools go through it.
 
 * A call ends its whole process group: when the main process has exited and stdout/stderr are
   drained (end-of-file, or :data:`EXIT_DRAIN_GRACE` seconds when a background child still holds
@@ -13,7 +13,7 @@ of bash tools go through it.
   redirected).
 * stdout is kept up to the ``max_stdout`` bytes the caller gives (the cap on a tool's output);
   beyond that it is still read, so that the process is not blocked on a full pipe, but only
-  counted. Memory stays within that cap plus one 64 KiB read and 64 KiB of stderr.
+  counted. Memory stays within that cap plus a few 64 KiB buffers (one read, stderr's tail).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ import select
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-#: Seconds between SIGTERM and SIGKILL to the process group (tools.md §1.6).
+#: Seconds between SIGTERM and SIGKILL to the process group (as agents-exe waits).
 KILL_GRACE = 0.1
 #: Seconds to wait for end-of-file on stdout/stderr after the main process exited.
 EXIT_DRAIN_GRACE = 0.5
@@ -79,7 +79,7 @@ def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def _end_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group, SIGKILL it ``KILL_GRACE`` seconds later (tools.md §1.6).
+    """SIGTERM the process group, SIGKILL it ``KILL_GRACE`` seconds later.
 
     SIGKILL goes to the group even when the leader died of SIGTERM, because grandchildren may
     ignore SIGTERM. The group id is the leader's pid (``start_new_session=True``). The leader is
@@ -116,7 +116,7 @@ def run_process(
     env: Mapping[str, str] | None,
     timeout: float | None,
     max_stdout: int,
-    cancel: Any = None,
+    cancel: threading.Event | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` in a new session (own process group) and collect stdout and stderr.
 
@@ -131,7 +131,7 @@ def run_process(
         env: the full environment of the child (``None`` inherits ours).
         timeout: seconds before the whole group is killed; ``None`` for no limit.
         max_stdout: bytes of stdout kept; the rest is read and counted, not kept.
-        cancel: an optional ``threading.Event``; when set, the group is killed as on timeout.
+        cancel: when set, the group is killed as on timeout.
     Returns:
         a :class:`ProcessOutcome`; never raises for the child's behaviour.
     Raises:

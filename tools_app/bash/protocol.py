@@ -1,14 +1,14 @@
 """The bash-tool protocol v1 itself: the ``describe`` document and the ``run`` command line.
 
-A bash tool is any executable that answers two sub-commands (spec/tools.md §1):
+A bash tool is any executable that answers two sub-commands (README, "Bash tools"):
 
-* ``<exe> describe`` prints a ``ScriptInfo`` JSON document (§1.3) on stdout, parsed here into
+* ``<exe> describe`` prints a ``ScriptInfo`` JSON document on stdout, parsed here into
   :class:`ScriptInfo` and :class:`ScriptArg`;
 * ``<exe> run <args...>`` does the work; :func:`build_invocation` turns the LLM's JSON arguments
-  into its argv, stdin and ``env``-mode variables (§1.4), and :func:`tool_environment` gives the
-  whole environment of the process (§1.5).
+  into its argv, stdin and ``env``-mode variables, and :func:`tool_environment` gives the whole
+  environment of the process.
 
-Choices where the spec leaves room (tools.md §16 items 3-4):
+Choices where agents-exe leaves room (the README lists them too):
 
 * Flags are spelled literally ``--<name>`` (no ``_`` → ``-`` rewriting).
 * Arguments are emitted in the order the script declares them, whatever the JSON key order.
@@ -57,7 +57,7 @@ class ArgumentError(Exception):
 
 @dataclass(frozen=True)
 class ScriptArg:
-    """One argument declared by ``describe`` (tools.md §1.3).
+    """One argument declared by ``describe``: the six fields of an ``args`` entry.
 
     ``arity`` is ``single`` (required), ``optional`` or ``multiple`` (a list, never required);
     ``mode`` is ``positional``, ``dashdashspace``, ``dashdashequal``, ``stdin`` or ``env``.
@@ -90,7 +90,8 @@ class ScriptArg:
 
 @dataclass(frozen=True)
 class ScriptInfo:
-    """A parsed ``describe`` document (tools.md §1.3).
+    """A parsed ``describe`` document: ``slug``, ``description``, ``args`` and the optional
+    ``empty-result`` and ``output-media-type``.
 
     ``empty_message`` is ``None`` for ``{"tag": "DoNothing"}`` (the default) and the text of
     ``{"tag": "AddMessage", "contents": text}`` otherwise. ``output_media_type`` is the MIME type
@@ -205,7 +206,7 @@ def _render_value(arg: ScriptArg, value: Any) -> str:
 
 
 def build_invocation(path: Path, info: ScriptInfo, arguments: Mapping[str, Any]) -> Invocation:
-    """Translate the LLM's arguments into argv, stdin and ``env``-mode variables (§1.4).
+    """Translate the LLM's arguments into argv, stdin and ``env``-mode variables.
 
     Args:
         path: the executable (``argv[0]``).
@@ -251,7 +252,7 @@ def build_invocation(path: Path, info: ScriptInfo, arguments: Mapping[str, Any])
 
 
 def tool_environment(ctx: ToolContext, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a ``run`` process (§1.5): ours, then ``extra`` (the ``env``-mode
+    """The environment of a ``run`` process: ours, then ``extra`` (the ``env``-mode
     arguments), then the ``AGENT_*`` variables of ``ctx``, which therefore always win.
 
     ``AGENT_SESSION_JSON`` is set only when ``ctx.session_json`` is given, never inherited.

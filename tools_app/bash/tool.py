@@ -1,4 +1,4 @@
-"""The bash tool: one describe/run executable exposed to the LLM as ``bash_<slug>`` (spec/tools.md §1).
+"""The bash tool: one describe/run executable exposed to the LLM as ``bash_<slug>`` (README, "Bash tools").
 
 :class:`BashTool` declares the script's arguments as a JSON schema, and on each call builds the
 command line (:mod:`.protocol`), runs it (:mod:`.process`) and turns the outcome into a result.
@@ -27,7 +27,7 @@ from .protocol import ArgumentError, ScriptInfo, build_invocation, tool_environm
 
 
 class BashTool(Tool):
-    """A describe/run executable exposed to the LLM as ``bash_<slug>`` (tools.md §1).
+    """A describe/run executable exposed to the LLM as ``bash_<slug>``.
 
     Attributes:
         path: the executable.
@@ -75,11 +75,13 @@ class BashTool(Tool):
         ]
 
     def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Run ``<exe> run ...`` and turn its output into a result (§1.4-1.6).
+        """Run ``<exe> run ...`` and turn its output into a result (README, "Bash tools").
 
         Errors (all ``is_error=True``, never raised): bad arguments (``Error: tool <name>: ...``),
         start failure, timeout (``Error: tool <name> timed out after <N>s``), cancellation,
-        non-zero exit (``Error: tool <name> exited with code <n>: <stderr tail>``).
+        non-zero exit (``Error: tool <name> exited with code <n>: <stderr tail>``). At most
+        ``ctx.output_max_bytes`` bytes of stdout are kept; beyond them ``full_bytes`` says how
+        many there were, for :meth:`Tool.call` to cut the result and say so.
         """
         try:
             return self._run(arguments, ctx)
@@ -133,7 +135,7 @@ class BashTool(Tool):
         return f"Error: tool {self.name} {what} without any output"
 
     def _success_response(self, outcome: ProcessOutcome) -> Any:
-        if not outcome.stdout:
+        if not outcome.stdout_bytes:
             return self.info.empty_message if self.info.empty_message is not None else ""
         if self.info.output_media_type:
             return {
