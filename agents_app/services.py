@@ -28,7 +28,7 @@ from agentsite.errors import (
     UnknownAgent,
     UnknownHelper,
 )
-from tools_app.bash import list_tool_files
+from tools_app.bash.loading import list_tool_files
 from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
 
 

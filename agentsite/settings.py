@@ -123,6 +123,8 @@ AGENTS = {
     # Seconds a bash tool may run before its process group is killed, unless the agent sets
     # asyncCallTimeoutSeconds.
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
+    # Bytes a tool call may return to the model (any tool kind); longer text is cut, with a note.
+    "TOOL_OUTPUT_MAX_BYTES": env.int("AGENTS_TOOL_OUTPUT_MAX_BYTES", default=1024 * 1024),
     # Seconds an LLM request may take before the run fails.
     "LLM_TIMEOUT": env.float("AGENTS_LLM_TIMEOUT", default=300.0),
     # Run lease: length and renewal period, in seconds (server-api.md §7).

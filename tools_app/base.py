@@ -4,14 +4,25 @@ A :class:`Tool` is what the session engine sees: a wire name, a description and 
 declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash today; MCP,
 OpenAPI, sub-agents later) is a factory of such objects, and policies, bindings or async execution
 wrap :meth:`Tool.call` rather than the toolbox.
+
+The output cap (README, "Tool output") lives here so that every tool kind gets it: a tool kind
+implements :meth:`Tool.run`, and :meth:`Tool.call` runs it and passes the result through
+:func:`cap_result` (at most ``ToolContext.output_max_bytes``, ``AGENTS_TOOL_OUTPUT_MAX_BYTES``,
+1 MiB by default). Text over the cap is cut and ends with ``[output truncated: N of M bytes
+kept]``; a structured result that cannot be cut is replaced by an error text. A tool that reads
+its output from somewhere (a process, a socket) should stop keeping it at the cap as well and say
+how much there was in ``ToolResult.full_bytes``; the bash tools do.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from django.conf import settings
 
 #: JSON-schema ``type`` → agents-exe ``ParamType`` tag, for :meth:`Tool.system_properties`.
 _SCALAR_PARAM_TYPES = {
@@ -21,6 +32,12 @@ _SCALAR_PARAM_TYPES = {
     "boolean": "BoolParamType",
     "null": "NullParamType",
 }
+
+
+def configured_output_max_bytes() -> int:
+    """The most bytes a tool call may return: ``settings.AGENTS["TOOL_OUTPUT_MAX_BYTES"]``
+    (environment ``AGENTS_TOOL_OUTPUT_MAX_BYTES``, 1 MiB by default)."""
+    return int(settings.AGENTS["TOOL_OUTPUT_MAX_BYTES"])
 
 
 @dataclass
@@ -36,6 +53,8 @@ class ToolContext:
             to give the full session to tools; ``None`` otherwise.
         cancel: optional event; setting it stops a running call as a timeout does (the call then
             returns an error result saying it was cancelled). ``None`` means not cancellable.
+        output_max_bytes: the most bytes the call may return (see :func:`cap_result`); by
+            default :func:`configured_output_max_bytes`.
     """
 
     session_id: str
@@ -46,6 +65,7 @@ class ToolContext:
     timeout: float | None
     session_json: str | None = None
     cancel: threading.Event | None = None
+    output_max_bytes: int = field(default_factory=configured_output_max_bytes)
 
 
 @dataclass
@@ -59,10 +79,14 @@ class ToolResult:
         is_error: ``True`` when the call failed; ``response`` then holds the text the LLM sees
             (``"Error: ..."``). There is no error variant in the session document, so the flag is
             only for callers (events, logs, status).
+        full_bytes: set by a tool that stopped keeping its output at the cap while reading it:
+            how many bytes there were in all (``response`` then holds only part of them);
+            ``None`` when ``response`` is the whole output.
     """
 
     response: Any
     is_error: bool = False
+    full_bytes: int | None = None
 
     @classmethod
     def error(cls, text: str) -> ToolResult:
@@ -75,12 +99,21 @@ class Tool(ABC):
 
     Subclasses set ``name`` (the wire name sent to the LLM, e.g. ``bash_read-file``),
     ``description`` and ``parameters`` (a JSON schema
-    ``{"type": "object", "properties": {...}, "required": [...]}``) and implement :meth:`call`.
+    ``{"type": "object", "properties": {...}, "required": [...]}``) and implement :meth:`run`.
+    They may not override :meth:`call`, which applies the output cap to every tool kind.
+
+    Raises (on subclassing):
+        TypeError: the subclass defines ``call``.
     """
 
     name: str
     description: str
     parameters: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "call" in cls.__dict__:
+            raise TypeError(f"{cls.__name__} overrides Tool.call; implement run() so that the output cap applies")
 
     @property
     def original_name(self) -> str:
@@ -132,12 +165,18 @@ class Tool(ABC):
             },
         }
 
-    @abstractmethod
     def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Run the tool with the LLM's decoded ``arguments``.
+        """Run the tool (:meth:`run`) and cap its result at ``ctx.output_max_bytes`` bytes
+        (:func:`cap_result`). Raises only what :meth:`run` raises."""
+        return cap_result(self.run(arguments, ctx), ctx.output_max_bytes, self.name)
+
+    @abstractmethod
+    def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run the tool with the LLM's decoded ``arguments``; what each tool kind implements.
 
         Must not raise for tool failures (bad arguments, crash, non-zero exit, timeout): it
-        returns ``ToolResult(is_error=True)`` with a text the LLM can act on instead.
+        returns ``ToolResult(is_error=True)`` with a text the LLM can act on instead. Should not
+        hold much more than ``ctx.output_max_bytes`` of output (see ``ToolResult.full_bytes``).
         """
 
 
@@ -166,3 +205,65 @@ def json_schema_param_type(schema: dict[str, Any]) -> dict[str, Any]:
             ],
         }
     return {"tag": "OpaqueParamType", "contents": str(kind) if kind is not None else "any"}
+
+
+def _utf8(text: str) -> bytes:
+    # surrogatepass: a lone surrogate must not make measuring a result fail.
+    return text.encode("utf-8", errors="surrogatepass")
+
+
+def response_bytes(response: Any) -> int:
+    """The size of a tool response in bytes: its UTF-8 text for a string, its compact JSON for
+    a structured response (``{"type": "json" | "media" | "mixed", ...}``)."""
+    if isinstance(response, str):
+        return len(_utf8(response))
+    return len(_utf8(json.dumps(response, ensure_ascii=False, separators=(",", ":"))))
+
+
+def truncate_text(text: str, total: int, limit: int) -> str:
+    """``text`` cut so that, with the note ``"\\n[output truncated: N of M bytes kept]"``
+    appended (``N`` bytes kept out of ``total``), it holds at most ``limit`` bytes.
+
+    The cut falls between characters, never inside one. When ``limit`` is smaller than the note,
+    the result is the note alone (and so a little over ``limit``).
+    """
+    data = _utf8(text)
+    budget = max(0, limit - len(f"\n[output truncated: {limit} of {total} bytes kept]"))
+    keep = min(budget, len(data))
+    while keep and keep < len(data) and data[keep] & 0xC0 == 0x80:
+        keep -= 1  # a UTF-8 continuation byte: step back to the start of that character
+    kept = str(memoryview(data)[:keep], "utf-8", "surrogatepass")
+    return kept + f"\n[output truncated: {keep} of {total} bytes kept]"
+
+
+def cap_result(result: ToolResult, limit: int, tool_name: str) -> ToolResult:
+    """Hold ``result`` to ``limit`` bytes, as :meth:`Tool.call` does for every tool kind.
+
+    Args:
+        result: what the tool returned.
+        limit: the most bytes the response may take (:func:`response_bytes`).
+        tool_name: the tool's wire name, for the error text.
+    Returns:
+        ``result`` itself when it is whole and within ``limit``; otherwise text cut by
+        :func:`truncate_text` (a ``{"type": "json"}`` response becomes its JSON text, cut), and
+        for any other structured response (media, mixed) an error result saying it was
+        dropped, since cut binary data is useless. ``is_error`` is kept for cut text.
+    """
+    response = result.response
+    if result.full_bytes is None and response_bytes(response) <= limit:
+        return result
+    if isinstance(response, dict) and response.get("type") == "json":
+        response = json.dumps(response.get("content"), ensure_ascii=False)
+    size = response_bytes(response)
+    # The whole output's size: what the tool counted when it stopped keeping it, if it did.
+    total = size if result.full_bytes is None else result.full_bytes
+    if isinstance(response, str):
+        # max: decoding may have made the kept part a little larger (invalid UTF-8 replaced)
+        return ToolResult(truncate_text(response, max(total, size), limit), is_error=result.is_error)
+    kind = response.get("type") if isinstance(response, dict) else type(response).__name__
+    if isinstance(response, dict) and response.get("mimeType"):
+        kind = f"{kind}, {response['mimeType']}"
+    return ToolResult.error(
+        f"Error: tool {tool_name} returned {total} bytes ({kind}), more than the {limit} bytes "
+        "a tool's output may take; it was dropped"
+    )

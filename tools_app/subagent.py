@@ -31,7 +31,7 @@ class SubAgentTool(Tool):
             "required": ["what"],
         }
 
-    def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Not run in place: the session engine runs helpers as child sessions."""
         return ToolResult.error(f"Error: {self.name} runs as a child session and cannot be called directly")
 

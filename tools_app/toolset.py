@@ -30,7 +30,9 @@ from typing import Any, Protocol
 from agents_app.schema import AgentSpec
 
 from .base import Tool
-from .bash import BashTool, BashToolLoadError, DescribeError, load_bash_directory, load_single_tool
+from .bash.loading import BashToolLoadError, load_bash_directory, load_single_tool
+from .bash.protocol import DescribeError
+from .bash.tool import BashTool
 from .names import ToolNameMap
 
 
@@ -162,7 +164,7 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
     """Build the tools of ``agent`` (a ``LoadedAgent``; only ``spec`` and ``resolve`` are used).
 
     Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
-    (``FileSystemDirectory`` honouring ``BasenameFilter`` as a basename suffix, or
+    (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
     ``SingleTool``). Paths go through ``agent.resolve`` (relative to the agent file's directory).
     Every tool gets the wire name ``bash_<slug>``, normalized if an LLM API would reject it.
 

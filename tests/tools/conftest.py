@@ -67,6 +67,15 @@ def wait_gone(pid: int, seconds: float = 3.0) -> bool:
     return not process_alive(pid)
 
 
+def read_pid(pidfile: Path) -> int:
+    """The pid a test script wrote to ``pidfile``, waiting a moment for it to appear."""
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            return int(pidfile.read_text())
+        time.sleep(0.02)
+    raise AssertionError("the script did not write its pid file")
+
+
 @dataclass
 class FakeLoadedAgent:
     """Duck-typed stand-in for ``agents_app.loader.LoadedAgent`` (only what toolset uses)."""

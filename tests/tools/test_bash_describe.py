@@ -1,4 +1,4 @@
-"""bash.py loading: describe parsing, directory listing, error isolation (tools.md §1.2-1.3)."""
+"""Bash tools loading: describe parsing, directory listing, error isolation (tools.md §1.2-1.3)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ import time
 
 import pytest
 
-from tools_app.bash import (
+from tools_app.bash.loading import (
     BashToolLoadError,
-    DescribeError,
-    ScriptInfo,
     describe_script,
     list_tool_files,
     load_bash_directory,
     load_single_tool,
 )
+from tools_app.bash.protocol import DescribeError, ScriptInfo
 
 from .conftest import copy_scripts, script
 
@@ -158,14 +157,26 @@ def test_directory_skips_non_executables_and_agent_files(tmp_path):
     assert warnings == []
 
 
-def test_basename_filter_is_a_suffix(tmp_path):
+def test_basename_filter_matches_anywhere_in_the_name(tmp_path):
     copy_scripts(tmp_path, "streams.sh", "modes.py", "fail.sh")
     tools, _ = load_bash_directory(tmp_path, ".sh")
     assert [t.name for t in tools] == ["bash_fail", "bash_streams"]
     tools, _ = load_bash_directory(tmp_path, ".py")
     assert [t.name for t in tools] == ["bash_modes"]
-    tools, _ = load_bash_directory(tmp_path, "s*.sh")  # glob characters: a whole-name glob
+    # a substring, as agents-exe filters: at the start, in the middle
+    assert [p.name for p in list_tool_files(tmp_path, "stream")] == ["streams.sh"]
+    assert [p.name for p in list_tool_files(tmp_path, "ode")] == ["modes.py"]
+    assert [p.name for p in list_tool_files(tmp_path, "s.")] == ["modes.py", "streams.sh"]
+    assert list_tool_files(tmp_path, "nothing-like-it") == []
+
+
+def test_basename_filter_with_glob_characters_is_a_whole_name_glob(tmp_path):
+    copy_scripts(tmp_path, "streams.sh", "modes.py", "fail.sh")
+    tools, _ = load_bash_directory(tmp_path, "s*.sh")
     assert [t.name for t in tools] == ["bash_streams"]
+    # anchored: "*.s" would match as a substring of every ".sh" name, not as a glob
+    assert list_tool_files(tmp_path, "*.s") == []
+    assert [p.name for p in list_tool_files(tmp_path, "?ail.sh")] == ["fail.sh"]
 
 
 def test_describe_failure_drops_only_that_tool(tmp_path):

@@ -1,4 +1,4 @@
-"""bash.py running: argument transport, environment, results, errors, timeouts (tools.md §1.4-1.6)."""
+"""Bash tools running: argument transport, environment, results, errors, timeouts (tools.md §1.4-1.6)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from tools_app.bash import BashTool, load_single_tool
+from tools_app.bash.loading import load_single_tool
+from tools_app.bash.tool import BashTool
 
-from .conftest import make_ctx, process_alive, script, wait_gone
+from .conftest import make_ctx, process_alive, read_pid, script, wait_gone
 
 
 @pytest.fixture(scope="module")
@@ -206,14 +206,6 @@ def test_invalid_utf8_is_replaced(tmp_path):
     assert load_single_tool(exe).call({}, make_ctx()).response == "caf\ufffd"
 
 
-def _read_pid(pidfile: Path) -> int:
-    for _ in range(100):
-        if pidfile.exists() and pidfile.read_text().strip():
-            return int(pidfile.read_text())
-        time.sleep(0.02)
-    raise AssertionError("the script did not write its pid file")
-
-
 @pytest.mark.parametrize("stubborn", [False, True], ids=["plain", "ignores-sigterm"])
 def test_timeout_kills_the_whole_process_group(tmp_path, stubborn):
     pidfile = tmp_path / "grandchild.pid"
@@ -227,7 +219,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path, stubborn):
     assert result.is_error
     assert result.response == "Error: tool bash_sleeper timed out after 0.5s"
     assert elapsed < 2.5
-    grandchild = _read_pid(pidfile)
+    grandchild = read_pid(pidfile)
     try:
         assert wait_gone(grandchild), "the grandchild outlived the timeout"
     finally:
@@ -247,7 +239,7 @@ def test_cancel_event_stops_the_call(tmp_path):
     timer.cancel()
     assert time.monotonic() - started < 2.5
     assert result.is_error and result.response == "Error: tool bash_sleeper was cancelled"
-    grandchild = _read_pid(pidfile)
+    grandchild = read_pid(pidfile)
     try:
         assert wait_gone(grandchild)
     finally:
@@ -260,7 +252,7 @@ def test_exit_with_a_child_holding_stdout_returns_promptly(tmp_path):
     started = time.monotonic()
     result = load_single_tool(script("background.sh")).call({"pidfile": str(pidfile)}, make_ctx(timeout=20))
     elapsed = time.monotonic() - started
-    child = _read_pid(pidfile)
+    child = read_pid(pidfile)
     try:
         assert result.is_error is False and result.response == "done\n"
         assert elapsed < 3

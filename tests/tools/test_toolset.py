@@ -24,7 +24,7 @@ class EchoTool(Tool):
             "required": ["what"],
         }
 
-    def call(self, arguments: dict, ctx: ToolContext) -> ToolResult:
+    def run(self, arguments: dict, ctx: ToolContext) -> ToolResult:
         return ToolResult(arguments["what"])
 
 
