@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,13 +75,31 @@ def postgres_url() -> Iterator[str]:
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    """A Redis database emptied before and after the test. Fails if Redis is down."""
-    url = REDIS_URL
+    """A Redis database of its own for one test, emptied before and after. Fails if Redis is down.
+
+    Test runs share the machine's Redis (other checkouts, parallel workers): each test takes one of
+    the databases 1-15 with a lock key in database 0 (expiring, in case a run is killed), so that
+    no run empties another's broker.
+    """
+    base, _, _ = REDIS_URL.rpartition("/")
+    locks = redis.Redis.from_url(f"{base}/0")
+    owner = uuid.uuid4().hex
+    deadline = time.monotonic() + 120
+    while True:
+        number = next((n for n in range(1, 16) if locks.set(f"agents-tests:db:{n}", owner, nx=True, ex=900)), None)
+        if number is not None:
+            break
+        assert time.monotonic() < deadline, "no free Redis database for the test"
+        time.sleep(0.5)
+    url = f"{base}/{number}"
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url
     client.flushdb()
     client.close()
+    if locks.get(f"agents-tests:db:{number}") == owner.encode():
+        locks.delete(f"agents-tests:db:{number}")
+    locks.close()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
