@@ -1,11 +1,12 @@
 """Sessions in the Django admin (spec/DECISIONS.md 17): read them, and complete deferred calls.
 
 A session's page shows its conversation oldest first (user messages, assistant answers, tool
-calls and their results), its pending deferred calls, its continuations and its latest events.
-Nothing is edited in place: runs own the row. An operator with the change permission completes
-a pending call with a small form under the page, which goes through
-:func:`sessions_app.services.continuation_complete` exactly as ``POST /v1/continuations/:token``
-does (so the session resumes the same way).
+calls and their results), its pending deferred calls, its continuations and its latest events,
+rendered by the templates of ``templates/admin/sessions_app/session/``. Nothing is edited in
+place: runs own the row. An operator with the change permission completes a pending call with a
+:class:`CompleteCallForm` under the page, which goes through
+:func:`sessions_app.services.continuations.continuation_complete` exactly as
+``POST /v1/continuations/:token`` does (so the session resumes the same way).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import json
 import uuid
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString, mark_safe
 
 from agentsite.errors import ApiError
 from sessions_app import document as doc
@@ -28,8 +29,7 @@ from sessions_app.services import continuations
 
 #: Events shown on a session's page, newest first.
 EVENTS_SHOWN = 50
-#: The separator of listed items (format_html_join escapes a plain string).
-LINE_BREAK = mark_safe("<br>")
+TEMPLATES = "admin/sessions_app/session"
 
 
 def _call_label(call: dict[str, Any]) -> str:
@@ -46,53 +46,71 @@ def _query_text(query: Any) -> str:
     return "" if query is None else str(query)
 
 
-def _block(role: str, body: SafeString | str, css: str) -> SafeString:
-    return format_html(
-        '<div class="turn {}" style="margin:0 0 12px 0;padding:6px 10px;border-left:4px solid #999">'
-        '<strong>{}</strong><div style="white-space:pre-wrap">{}</div></div>',
-        css,
-        role,
-        body,
-    )
+def turn_view(turn: dict[str, Any]) -> dict[str, Any]:
+    """What the conversation template shows of one turn: who speaks, the text, calls and results.
 
-
-def render_turn(turn: dict[str, Any]) -> SafeString:
-    """One turn as HTML: who speaks, what they say, the calls and results it carries."""
+    Returns:
+        ``{"role", "css", "thinking", "text", "calls": [label], "results": [(label, text)],
+        "tracked": [(label, state, text)]}``.
+    """
     tag = turn.get("tag")
     contents = turn.get("contents") or {}
+    view: dict[str, Any] = {"thinking": None, "text": "", "calls": [], "results": [], "tracked": []}
     if tag == "LlmTurn":
-        parts = []
-        thinking = (
-            (contents.get("llmResponse") or {}).get("responseThinking")
-            if isinstance(contents.get("llmResponse"), dict)
-            else None
+        response = contents.get("llmResponse")
+        view.update(
+            role="Assistant",
+            css="assistant",
+            thinking=response.get("responseThinking") if isinstance(response, dict) else None,
+            text=doc.response_text(contents),
+            calls=[_call_label(call) for call in doc.tool_calls_of(contents)],
         )
-        if thinking:
-            parts.append(format_html("<em>thinking: {}</em>\n", thinking))
-        parts.append(format_html("{}", doc.response_text(contents)))
-        for call in doc.tool_calls_of(contents):
-            parts.append(format_html("\n→ tool call <code>{}</code>", _call_label(call)))
-        return _block("Assistant", format_html_join("", "{}", ((p,) for p in parts)), "assistant")
-    if tag == "PartialUserTurn":
-        rows = format_html_join(
-            "\n",
-            "<code>{}</code>: {} {}",
-            (
+    elif tag == "PartialUserTurn":
+        view.update(
+            role="Tool calls in progress",
+            css="partial",
+            tracked=[
                 (_call_label(tc.get("tcCall") or {}), tc.get("tcState"), doc.render_tool_response(tc.get("tcResult")))
                 for tc in doc.tracked_calls(turn)
-            ),
+            ],
         )
-        return _block("Tool calls in progress", rows, "partial")
-    results = format_html_join(
-        "",
-        "\n← result of <code>{}</code>: {}",
-        (
-            (_call_label(call), doc.render_tool_response(response))
-            for call, response in contents.get("userToolResponses") or []
-        ),
-    )
-    query = _query_text(contents.get("userQuery"))
-    return _block("User" if query else "Tool results", format_html("{}{}", query, results), "user")
+    else:
+        query = _query_text(contents.get("userQuery"))
+        view.update(
+            role="User" if query else "Tool results",
+            css="user",
+            text=query,
+            results=[
+                (_call_label(call), doc.render_tool_response(response))
+                for call, response in contents.get("userToolResponses") or []
+            ],
+        )
+    return view
+
+
+class CompleteCallForm(forms.Form):
+    """The result of one pending deferred call, typed by an operator (text, or JSON)."""
+
+    result = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 90}), required=False, strip=False)
+    kind = forms.ChoiceField(choices=[("text", "text"), ("json", "JSON")], initial="text", label="as")
+    resume = forms.BooleanField(required=False, initial=True, label="resume the session")
+
+    def tool_result(self) -> Any:
+        """The continuation ``result`` the form stands for (after :meth:`is_valid`)."""
+        return self.cleaned_data["parsed"]
+
+    def clean(self) -> dict[str, Any]:
+        """Parse a JSON result; a text result is taken as it is."""
+        data = super().clean()
+        text = data.get("result", "")
+        if data.get("kind") == "json":
+            try:
+                data["parsed"] = {"type": "json", "content": json.loads(text)}
+            except ValueError as error:
+                raise forms.ValidationError(f"The result is not valid JSON: {error}") from None
+        else:
+            data["parsed"] = text
+        return data
 
 
 @admin.register(Session)
@@ -142,44 +160,31 @@ class SessionAdmin(admin.ModelAdmin):
         return request.user.has_perm("sessions_app.change_session")
 
     @admin.display(description="conversation (oldest first)")
-    def conversation(self, obj: Session) -> SafeString:
+    def conversation(self, obj: Session) -> str:
         """Every turn, oldest first."""
-        turns = list(reversed(obj.document.get("turns") or []))
-        if not turns:
-            return format_html("<em>{}</em>", "no turn yet")
-        return format_html_join("", "{}", ((render_turn(turn),) for turn in turns))
+        turns = [turn_view(turn) for turn in reversed(obj.parsed_document().get("turns") or [])]
+        return render_to_string(f"{TEMPLATES}/conversation.html", {"turns": turns})
 
     @admin.display(description="pending calls")
-    def pending_calls(self, obj: Session) -> SafeString:
+    def pending_calls(self, obj: Session) -> str:
         """The deferred calls waiting for a result (the forms below the page complete them)."""
-        calls = doc.pending_calls(obj.document)
-        if not calls:
-            return format_html("<em>{}</em>", "none")
-        return format_html_join(
-            LINE_BREAK, "<code>{}</code> (token {})", ((_call_label(c["call"]), c["continuation_token"]) for c in calls)
-        )
+        calls = [(_call_label(c["call"]), c["continuation_token"]) for c in obj.pending_calls]
+        return render_to_string(f"{TEMPLATES}/pending_calls.html", {"calls": calls})
 
     @admin.display(description="continuations")
-    def continuation_list(self, obj: Session) -> SafeString:
+    def continuation_list(self, obj: Session) -> str:
         """Every continuation of the session, with when it was completed and applied."""
-        rows = Continuation.objects.filter(session=obj).order_by("created_at")
-        if not rows:
-            return format_html("<em>{}</em>", "none")
-        return format_html_join(
-            LINE_BREAK,
-            "<code>{}</code> {}: completed {}, applied {}",
-            ((_call_label(c.call), c.token, c.completed_at or "-", c.applied_at or "-") for c in rows),
-        )
+        rows = [
+            (_call_label(c.call), c.token, c.completed_at, c.applied_at)
+            for c in Continuation.objects.filter(session=obj).order_by("created_at")
+        ]
+        return render_to_string(f"{TEMPLATES}/continuations.html", {"rows": rows})
 
     @admin.display(description=f"latest events (up to {EVENTS_SHOWN})")
-    def recent_events(self, obj: Session) -> SafeString:
+    def recent_events(self, obj: Session) -> str:
         """The newest stored events of the session."""
         rows = Event.objects.filter(session_id=obj.pk).order_by("-seq")[:EVENTS_SHOWN]
-        if not rows:
-            return format_html("<em>{}</em>", "none")
-        return format_html_join(
-            LINE_BREAK, "{} <code>{}</code> {}", ((e.seq, e.kind, e.created_at.isoformat()) for e in rows)
-        )
+        return render_to_string(f"{TEMPLATES}/events.html", {"events": rows})
 
     def get_urls(self) -> list[URLPattern]:
         """The completion form's target, before the stock routes (whose ``<path:object_id>/`` would take it)."""
@@ -199,16 +204,20 @@ class SessionAdmin(admin.ModelAdmin):
         session = self.get_object(request, object_id)
         calls = []
         if session is not None and self.can_complete(request):
-            calls = [{**call, "label": _call_label(call["call"])} for call in doc.pending_calls(session.document)]
+            calls = [
+                {
+                    **call,
+                    "label": _call_label(call["call"]),
+                    "form": CompleteCallForm(prefix=call["continuation_token"]),
+                }
+                for call in session.pending_calls
+            ]
         return super().change_view(
             request, object_id, form_url, extra_context={**(extra_context or {}), "completable_calls": calls}
         )
 
     def complete_view(self, request: HttpRequest, object_id: str, token: uuid.UUID) -> HttpResponse:
-        """Complete one deferred call of the session from the admin (POST).
-
-        The form sends ``result`` (text), ``kind`` (``text`` or ``json``) and ``resume``.
-        """
+        """Complete one deferred call of the session from the admin (POST of a :class:`CompleteCallForm`)."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         if not self.can_complete(request):
@@ -217,20 +226,15 @@ class SessionAdmin(admin.ModelAdmin):
         if continuation is None:
             raise Http404("no such pending call")
         page = reverse("admin:sessions_app_session_change", args=[object_id])
-        text = request.POST.get("result", "")
-        result: Any = text
-        if request.POST.get("kind") not in ("text", "json"):
-            messages.error(request, "Choose whether the result is text or JSON.")
+        form = CompleteCallForm(request.POST, prefix=str(token))
+        if not form.is_valid():
+            for problems in form.errors.values():
+                for problem in problems:
+                    messages.error(request, problem)
             return HttpResponseRedirect(page)
-        if request.POST.get("kind") == "json":
-            try:
-                result = {"type": "json", "content": json.loads(text)}
-            except ValueError as error:
-                messages.error(request, f"The result is not valid JSON: {error}")
-                return HttpResponseRedirect(page)
         try:
             session = continuations.continuation_complete(
-                token=continuation.pk, result=result, resume=request.POST.get("resume") == "on"
+                token=continuation.pk, result=form.tool_result(), resume=form.cleaned_data["resume"]
             )
         except ApiError as error:
             messages.error(request, f"{error.code}: {error.message}")

@@ -126,7 +126,7 @@ def test_an_operator_stores_an_agent_and_completes_a_pending_call_in_the_admin(
         expect(page.locator("body")).to_contain_text("Pick a colour for me")
         expect(page.locator("body")).to_contain_text("ask_human")
         form = page.locator(f"form.complete-call[data-token='{pending['continuation_token']}']")
-        form.locator("textarea[name=result]").fill("teal")
+        form.locator("textarea[name$=-result]").fill("teal")
         form.locator("input[type=submit]").click()
         expect(page.locator(".messagelist")).to_contain_text("Completed ask_human")
 
