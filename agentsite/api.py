@@ -98,7 +98,13 @@ class ApiViewSet(viewsets.ViewSet):
     permission_classes = [SessionTokenScope, SessionVisible, AdminOwner]
 
 
+#: What any route of ``/v1`` may answer before its view runs: 400 (a NUL in the query), 401 (no
+#: valid token, with authentication on), 403 ``forbidden_origin`` (a browser page from an origin
+#: not allowed, without authentication) and 413 (a body over the limit).
+ANY_ROUTE_ERRORS = (400, 401, 403, 413)
+
+
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The error answers of an operation for the OpenAPI document, in the one error shape; 401 is
-    added to every one (with ``--auth-tokens`` a missing or unknown token answers it)."""
-    return {status: OpenApiResponse(ErrorSerializer) for status in sorted({*statuses, 401})}
+    """The error answers of an operation for the OpenAPI document, in the one error shape: its own
+    ``statuses`` and :data:`ANY_ROUTE_ERRORS`."""
+    return {status: OpenApiResponse(ErrorSerializer) for status in sorted({*statuses, *ANY_ROUTE_ERRORS})}

@@ -264,7 +264,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
 
 def _error_answers(*statuses: int) -> dict[str, Any]:
     error = {"content": {"application/json": {"schema": _ref("Error")}}}
-    return {str(status): {"description": "", **error} for status in sorted({*statuses, 401})}
+    return {str(status): {"description": "", **error} for status in sorted({*statuses, 400, 401, 403, 413})}
 
 
 _STREAM_ANSWER = {
