@@ -16,24 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.runtime import RuntimeAgent
 from django.conf import settings
 from django.db import close_old_connections
 
 from agents_app.llm import complete
+from agents_app.runtime import RuntimeAgent
 from sessions_app import background, executor
 from sessions_app import document as doc
+from sessions_app.event_types import EventKind, ToolFinished, ToolStarted
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from tools_app.base import ToolContext
 from tools_app.subagent import helper_slug
 
 log = logging.getLogger("sessions.engine")
 
-
-
-
-
-
+#: Told when a tool call of the step starts and ends (``tool.started``, ``tool.completed``/``failed``).
+ToolEventCallback = Callable[[EventKind, ToolStarted | ToolFinished], None]
 
 
 class NothingToDo(Exception):
@@ -81,7 +79,7 @@ def step(
     *,
     signals: RunSignals | None = None,
     on_text_delta: Callable[[str], None] | None = None,
-    on_tool_event: Callable[..., None] | None = None,
+    on_tool_event: ToolEventCallback | None = None,
     owner: str | None = None,
 ) -> StepResult:
     """Advance ``document`` by one step.
@@ -92,7 +90,7 @@ def step(
         session: the Session row (detached calls are recorded against it).
         signals: stop and interrupt requests seen while the step runs.
         on_text_delta: called with each streamed piece of the LLM's text, when streaming.
-        on_tool_event: called as ``on_tool_event(kind, **payload)`` when a tool call starts
+        on_tool_event: called as ``on_tool_event(kind, payload)`` when a tool call starts
             (``tool.started``) and ends (``tool.completed`` or ``tool.failed``).
         owner: the session's owner, whose keys file (if any) the LLM call uses.
     Returns:
@@ -158,7 +156,7 @@ def _only_detached_open(turn: dict[str, Any]) -> bool:
     return all(tc.get("tcDetached") for tc in open_calls)
 
 
-def _ignore(kind: str, **payload: Any) -> None:
+def _ignore(kind: EventKind, payload: ToolStarted | ToolFinished) -> None:
     """The tool-event callback when nobody listens."""
 
 
@@ -211,7 +209,7 @@ def _run_calls(
     agent: RuntimeAgent,
     session: Any,
     signals: RunSignals,
-    on_tool_event: Callable[..., None],
+    on_tool_event: ToolEventCallback,
 ) -> StepResult:
     """Run, start or defer every tool call of the head LLM turn (spec/sessions.md §2.4).
 
@@ -271,7 +269,7 @@ def _run_calls(
             timeout=timeout,
             cancel=threading.Event(),
         )
-        on_tool_event("tool.started", tool_call_id=context.tool_call_id, tool=name)
+        on_tool_event(EventKind.TOOL_STARTED, ToolStarted(tool_call_id=context.tool_call_id, tool=name))
         running = _InlineCall(agent, call, context)
         while not running.done.wait(0.05):
             if signals.stop.is_set():
@@ -285,11 +283,8 @@ def _run_calls(
         state, response = running.outcome or ("Failed", "Error: the tool call produced no outcome")
         entry["tcState"], entry["tcResult"] = state, response
         on_tool_event(
-            "tool.completed" if state == "Completed" else "tool.failed",
-            tool_call_id=context.tool_call_id,
-            tool=name,
-            status=state.lower(),
-            result=response,
+            EventKind.TOOL_COMPLETED if state == "Completed" else EventKind.TOOL_FAILED,
+            ToolFinished(tool_call_id=context.tool_call_id, tool=name, status=state.lower(), result=response),
         )
     partial = doc.partial_turn(agent.system_prompt, agent.system_tools(), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial
@@ -334,5 +329,3 @@ def _child_call(
     continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
     children.append(NewChild(uuid.UUID(entry["tcChild"]), helper, what, len(chain)))
     return entry
-
-

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions_app import hub
+from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated
 from sessions_app.models import Event, EventRetention, Session
 from sessions_app.serializers import meta_view
 
@@ -31,14 +33,14 @@ def _lock_sequence() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_KEY])
 
 
-def emit(kind: str, session_id: uuid.UUID | str, owner: str | None, /, **payload: Any) -> Event:
+def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payload: Mapping[str, Any]) -> Event:
     """Append an event in the current transaction (a new one when there is none).
 
     Args:
-        kind: the wire kind, e.g. ``session.updated``, ``run.stopped``.
+        kind: the event's kind.
         session_id: the session it is about.
         owner: the owner of the session's root (``None`` without authentication).
-        **payload: the kind's fields (spec/server-api.md §4.5).
+        payload: the kind's fields, a :data:`~sessions_app.event_types.PAYLOADS` TypedDict.
     Returns:
         The stored row; readers are woken once the transaction commits.
     """
@@ -47,7 +49,7 @@ def emit(kind: str, session_id: uuid.UUID | str, owner: str | None, /, **payload
         event = Event.objects.create(
             session_id=session_id,
             owner=owner,
-            kind=kind,
+            kind=str(kind),
             payload_json=json.dumps(payload),
             created_at=timezone.now(),
         )
@@ -57,14 +59,15 @@ def emit(kind: str, session_id: uuid.UUID | str, owner: str | None, /, **payload
 
 def emit_session_created(session: Session) -> Event:
     """``session.created``: the SessionMetaView of a new session."""
-    return emit("session.created", session.pk, session.owner, **meta_view(session))
+    return emit(EventKind.SESSION_CREATED, session.pk, session.owner, SessionMeta(**meta_view(session)))
 
 
 def emit_session_updated(session: Session) -> Event:
     """``session.updated``: the SessionMetaView of the stored version plus its ``head_turn``."""
     turns = json.loads(session.document_json).get("turns") or []
     head = turns[0] if turns else None
-    return emit("session.updated", session.pk, session.owner, **meta_view(session), head_turn=head)
+    payload = SessionUpdated(**meta_view(session), head_turn=head)
+    return emit(EventKind.SESSION_UPDATED, session.pk, session.owner, payload)
 
 
 def event_data(event: Event) -> str:

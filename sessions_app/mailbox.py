@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import uuid
+from enum import StrEnum
 from typing import Any
 
 from agentsite.common import is_base64, rfc3339
@@ -17,12 +18,23 @@ from agentsite.errors import BadRequest
 from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session
 
-CONTROL_TAGS = {"pause", "resume", "stopRun", "cancelAllAttached", "cancelCalls"}
+
+class Control(StrEnum):
+    """The control messages a run consumes (``{"tag": "control", "message": {"tag": ...}}``)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    STOP_RUN = "stopRun"
+    CANCEL_ALL_ATTACHED = "cancelAllAttached"
+    CANCEL_CALLS = "cancelCalls"
+
+
+CONTROL_TAGS = frozenset(Control)
 BODY_TAGS = {"userMessage", "agentMessage", "control", "toolCallFinished", "continuationResult", "watchedEvent"}
-PAUSE = {"tag": "control", "message": {"tag": "pause"}}
-RESUME = {"tag": "control", "message": {"tag": "resume"}}
-STOP_RUN = {"tag": "control", "message": {"tag": "stopRun"}}
-CANCEL_ALL_ATTACHED = {"tag": "control", "message": {"tag": "cancelAllAttached"}}
+PAUSE = {"tag": "control", "message": {"tag": Control.PAUSE.value}}
+RESUME = {"tag": "control", "message": {"tag": Control.RESUME.value}}
+STOP_RUN = {"tag": "control", "message": {"tag": Control.STOP_RUN.value}}
+CANCEL_ALL_ATTACHED = {"tag": "control", "message": {"tag": Control.CANCEL_ALL_ATTACHED.value}}
 
 #: Mail kinds an agent's ``wakeOn`` may list, and its default (spec/sessions.md §4.8).
 DEFAULT_WAKE_ON = ["user", "tool", "parent", "child"]
@@ -72,11 +84,11 @@ def validate_body(body: Any) -> dict[str, Any]:
         message = body.get("message")
         if not isinstance(message, dict) or message.get("tag") not in CONTROL_TAGS:
             raise BadRequest(f'a control needs "message": {{"tag": one of {", ".join(sorted(CONTROL_TAGS))}}}')
-        if message["tag"] == "cancelCalls":
+        if message["tag"] == Control.CANCEL_CALLS:
             ids = message.get("toolCallIds")
             if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
                 raise BadRequest("cancelCalls needs a list of toolCallIds")
-            return {"tag": tag, "message": {"tag": "cancelCalls", "toolCallIds": ids}}
+            return {"tag": tag, "message": {"tag": Control.CANCEL_CALLS.value, "toolCallIds": ids}}
         return {"tag": tag, "message": {"tag": message["tag"]}}
     raise BadRequest(f"{tag} mail is produced by the server and cannot be posted")
 
@@ -84,6 +96,11 @@ def validate_body(body: Any) -> dict[str, Any]:
 def is_control(envelope: MailEnvelope) -> bool:
     """Whether the envelope is a control (consumed by the run, never shown to the LLM)."""
     return envelope.body.get("tag") == "control"
+
+
+def control_of(envelope: MailEnvelope) -> Control | None:
+    """The control an envelope carries, or ``None`` for any other mail."""
+    return Control(envelope.body["message"]["tag"]) if is_control(envelope) else None
 
 
 def envelope_view(envelope: MailEnvelope) -> dict[str, Any]:

@@ -21,9 +21,38 @@ from sessions_app.document import pending_calls
 class Session(models.Model):
     """One conversation, its metadata and its run lease.
 
-    Status values (spec/server-api.md §3): ``ready``, ``running``, ``waiting_external``, ``idle``,
-    ``failed``, ``paused``. A run is requested by setting ``status=running`` with a fresh
-    ``run_id``; a worker claims it by writing ``run_owner`` and ``run_lease_until``.
+    A run is requested by setting ``status=running`` with a fresh ``run_id``; a worker claims it
+    by writing ``run_owner`` and ``run_lease_until``. Without a run, the status is the one the
+    turns imply (``document.status_of``: ``ready``, ``idle`` or ``waiting_external``) unless it is
+    ``paused`` or ``failed``. Every change of status goes through ``sessions_app.store`` and is
+    made by one of these (services are in ``sessions_app/services/``):
+
+    ============================  =====================  ===========================================
+    from                          to                     by
+    ============================  =====================  ===========================================
+    (new)                         ready                  ``sessions.session_create`` (no prompt, or
+                                                         ``run: none``), ``tree.session_fork``
+    (new)                         running                ``sessions.session_create``,
+                                                         ``tree.child_create`` (a helper call)
+    any but running               running                ``sessions.message_post``,
+                                                         ``sessions.session_resume``,
+                                                         ``continuations.continuation_complete``
+                                                         (last deferred result, ``resume``),
+                                                         ``mail.after_mail`` (mail that wakes it,
+                                                         a Resume control)
+    running                       ready, idle,           the run loop (``runner._finish``), and
+                                  waiting_external       ``recovery.recover_stale_runs`` (a dead
+                                                         worker's run)
+    running                       paused                 the run loop, on a Pause control
+    running                       failed                 the run loop, on a provider error or any
+                                                         exception (``status_detail`` says why)
+    ready, idle, waiting_external paused                 ``mail.after_mail`` (a Pause control
+                                                         without a run)
+    paused                        ready, idle,           ``mail.after_mail`` (a Resume control
+                                  waiting_external       without a run)
+    waiting_external              ready, idle,           ``continuations.continuation_complete``
+                                  waiting_external       (without ``resume``)
+    ============================  =====================  ===========================================
     """
 
     class Status(models.TextChoices):

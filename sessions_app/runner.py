@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +29,16 @@ from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_run
 from sessions_app.engine import NothingToDo, RunSignals, Stopped, step
+from sessions_app.event_types import (
+    CallsDeferred,
+    EventKind,
+    RunStarted,
+    RunStopped,
+    SessionFailed,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+)
 from sessions_app.models import Session
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
@@ -37,6 +48,16 @@ log = logging.getLogger("sessions.runner")
 
 #: This process's name in ``run_owner``: unique per process, readable in the admin.
 WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class RunEnd(StrEnum):
+    """Why a run stops before its turns decide the status: a Pause (stored ``paused``), a StopRun
+    or cancel (stored with the status its turns imply, its attached calls cancelled), or a failure
+    (stored ``failed``)."""
+
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    FAILED = "failed"
 
 
 class LeaseLost(Exception):
@@ -59,7 +80,9 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> bool:
         if changed != 1:
             return False
         session = Session.objects.get(pk=session_id)
-        events.emit("run.started", session.pk, session.owner, mode=session.run_mode or "until_blocked")
+        events.emit(
+            EventKind.RUN_STARTED, session.pk, session.owner, RunStarted(mode=session.run_mode or "until_blocked")
+        )
     return True
 
 
@@ -102,7 +125,7 @@ class _Heartbeat(threading.Thread):
             return
         for envelope in mailbox.unread(session, session.document):
             if mailbox.is_control(envelope):
-                if envelope.body["message"]["tag"] == "stopRun":
+                if mailbox.control_of(envelope) == mailbox.Control.STOP_RUN:
                     self.signals.stop.set()
             elif envelope.priority == "interrupt":
                 self.signals.interrupt.set()
@@ -201,12 +224,12 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
     except LeaseLost:
         raise
     except LlmError as error:
-        _finish(session_id, mode, Session.Status.FAILED, error.detail, agent=None)
+        _finish(session_id, mode, RunEnd.FAILED, error.detail, agent=None)
     except VersionConflict:
-        _finish(session_id, mode, Session.Status.FAILED, "concurrent modification", agent=None)
+        _finish(session_id, mode, RunEnd.FAILED, "concurrent modification", agent=None)
     except Exception as error:
         log.exception("run failed", extra={"kind": "run.failed", "session_id": str(session_id)})
-        _finish(session_id, mode, Session.Status.FAILED, f"{type(error).__name__}: {error}", agent=None)
+        _finish(session_id, mode, RunEnd.FAILED, f"{type(error).__name__}: {error}", agent=None)
 
 
 def _store_step(session: Session, result: Any) -> None:
@@ -215,40 +238,37 @@ def _store_step(session: Session, result: Any) -> None:
         session = _fenced_store(session, result.document)
         create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=True) for entry in result.background]
-        calls = {
-            tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))
-        }
+        calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))}
         for child in result.children:
             child_create(session, child, calls.get(str(child.session_id), {}))
         if result.continuations:
             tokens = {c.token for c in result.continuations}
             calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
-            events.emit("calls.deferred", session.pk, session.owner, calls=calls)
+            events.emit(EventKind.CALLS_DEFERRED, session.pk, session.owner, CallsDeferred(calls=calls))
         for row in rows:
             enqueue_background_call(row.pk)
 
 
-def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], str | None, bool]:
+def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], RunEnd | None, bool]:
     """Consume unread control mail in order: ``(document, stop, consumed_any)``.
 
-    ``stop`` is ``paused`` (Pause), ``stopped`` (StopRun), or ``None`` (nothing, or a Resume that
+    ``stop`` is ``PAUSED`` (Pause), ``STOPPED`` (StopRun), or ``None`` (nothing, or a Resume that
     came after the Pause).
     """
-    stop: str | None = None
+    stop: RunEnd | None = None
     consumed = False
     for envelope in mailbox.unread(session, document):
-        if not mailbox.is_control(envelope):
+        control = mailbox.control_of(envelope)
+        if control is None:
             continue
-        message = envelope.body["message"]
-        tag = message["tag"]
-        if tag == "pause":
-            stop = Session.Status.PAUSED
-        elif tag == "resume" and stop == Session.Status.PAUSED:
+        if control == mailbox.Control.PAUSE:
+            stop = RunEnd.PAUSED
+        elif control == mailbox.Control.RESUME and stop == RunEnd.PAUSED:
             stop = None
-        elif tag == "stopRun":
-            stop = "stopped"
-        elif tag in ("cancelCalls", "cancelAllAttached"):
-            background.cancel_calls(session, message.get("toolCallIds"))
+        elif control == mailbox.Control.STOP_RUN:
+            stop = RunEnd.STOPPED
+        elif control in (mailbox.Control.CANCEL_CALLS, mailbox.Control.CANCEL_ALL_ATTACHED):
+            background.cancel_calls(session, envelope.body["message"].get("toolCallIds"))
         document = dict(document)
         document["controlCursor"] = envelope.seq
         document.setdefault("mailCursor", 0)
@@ -274,9 +294,7 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
     timeout_ms = strategy.get("milliseconds") if isinstance(strategy, dict) else None
     started = time.monotonic()
     head = doc.head(document)
-    waiting = [
-        tc["tcId"] for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")
-    ]
+    waiting = [tc["tcId"] for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")]
     seen = hub.generation()
     while True:
         background.orphan_stale(session)
@@ -366,14 +384,14 @@ def _hand_back(session_id: uuid.UUID) -> None:
 
 def _text_delta_emitter(session: Session) -> Callable[[str], None]:
     def emit_delta(text: str) -> None:
-        events.emit("text.delta", session.pk, session.owner, text=text)
+        events.emit(EventKind.TEXT_DELTA, session.pk, session.owner, TextDelta(text=text))
 
     return emit_delta
 
 
-def _tool_event_emitter(session: Session) -> Callable[..., None]:
-    def emit_tool_event(kind: str, **payload: Any) -> None:
-        events.emit(kind, session.pk, session.owner, **payload)
+def _tool_event_emitter(session: Session) -> Callable[[EventKind, ToolStarted | ToolFinished], None]:
+    def emit_tool_event(kind: EventKind, payload: ToolStarted | ToolFinished) -> None:
+        events.emit(kind, session.pk, session.owner, payload)
 
     return emit_tool_event
 
@@ -393,7 +411,7 @@ def _fenced_store_atomic(session: Session, document: dict[str, Any]) -> Session:
         return _fenced_store(session, document)
 
 
-def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | None, *, agent: Any) -> bool:
+def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str | None, *, agent: Any) -> bool:
     """Release the lease and store the final status (derived from the turns unless given).
 
     Under the row lock, results and mail posted since the last step are looked at first, so
@@ -416,11 +434,11 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             if progress:
                 store(session, document, fence_run=WORKER_NAME)
                 return False
-        if status == "stopped" or (status == Session.Status.PAUSED and agent and agent.loaded.spec.pauseCancelsCalls):
+        if status == RunEnd.STOPPED or (status == RunEnd.PAUSED and agent and agent.loaded.spec.pauseCancelsCalls):
             document = _cancel_attached(session, document)
-        final = status if status in (Session.Status.FAILED, Session.Status.PAUSED) else doc.status_of(document)
-        if status == Session.Status.FAILED:
-            events.emit("session.failed", session.pk, session.owner, message=detail)
+        final = str(status) if status in (RunEnd.FAILED, RunEnd.PAUSED) else doc.status_of(document)
+        if status == RunEnd.FAILED:
+            events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
         session = store(
             session,
             document,
@@ -432,9 +450,9 @@ def _finish(session_id: uuid.UUID, mode: str, status: str | None, detail: str | 
             run_owner=None,
             run_lease_until=None,
         )
-        events.emit("run.stopped", session.pk, session.owner, status=final)
+        events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=final))
         if session.parent_id is not None:
-            was_cancelled = status == "stopped"
+            was_cancelled = status == RunEnd.STOPPED
             transaction.on_commit(lambda: deliver_to_parent(session_id, cancelled=was_cancelled))
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})
     return True

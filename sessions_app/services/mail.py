@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agents_app.runtime import runtime_agent
 from django.db import transaction
 
+from agents_app.runtime import runtime_agent
 from agentsite.common import db_now
 from sessions_app import document as doc
 from sessions_app import hub, mailbox
@@ -54,19 +54,19 @@ def after_mail(session: Session, envelope: MailEnvelope) -> Session:
     """What mail does to a session with no run: controls take effect, messages may wake it."""
     document = session.document
     if mailbox.is_control(envelope):
-        message = envelope.body["message"]["tag"]
+        message = mailbox.control_of(envelope)
         document["controlCursor"] = envelope.seq
         document.setdefault("mailCursor", 0)
         status = session.status
-        if message == "pause":
+        if message == mailbox.Control.PAUSE:
             status = Session.Status.PAUSED
-        elif message == "resume" and session.status == Session.Status.PAUSED:
+        elif message == mailbox.Control.RESUME and session.status == Session.Status.PAUSED:
             status = doc.status_of(document)
-        if message in ("cancelCalls", "cancelAllAttached"):
+        if message in (mailbox.Control.CANCEL_CALLS, mailbox.Control.CANCEL_ALL_ATTACHED):
             ids = envelope.body["message"].get("toolCallIds")
             cancel_calls(session, ids)
         session = store(session, document, status=status)
-        if message == "resume" and status != Session.Status.PAUSED and runnable(session):
+        if message == mailbox.Control.RESUME and status != Session.Status.PAUSED and runnable(session):
             session = request_run(session, "until_blocked")
         return session
     kind = mailbox.sender_kind(envelope.sender, session)

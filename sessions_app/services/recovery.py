@@ -11,6 +11,7 @@ from agentsite.common import db_now
 from sessions_app import document as doc
 from sessions_app import events
 from sessions_app.dispatch import enqueue_run
+from sessions_app.event_types import EventKind, RunStopped
 from sessions_app.models import Session
 from sessions_app.store import lock_session, store
 
@@ -52,7 +53,7 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 run_owner=None,
                 run_lease_until=None,
             )
-            events.emit("run.stopped", session.pk, session.owner, status=status)
+            events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
         recovered.append(str(session_id))
     cutoff = now - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
     unclaimed = Session.objects.filter(status=Session.Status.RUNNING, run_owner__isnull=True)

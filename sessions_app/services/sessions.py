@@ -150,7 +150,7 @@ def session_resume(*, session_id: uuid.UUID, mode: str, owner: str | None = None
         session = lock_session(session_id)
         if run_is_active(session):
             pausing = any(
-                mailbox.is_control(e) and e.body["message"]["tag"] == "pause"
+                mailbox.control_of(e) == mailbox.Control.PAUSE
                 for e in mailbox.unread(session, session.document)
             )
             if not pausing:

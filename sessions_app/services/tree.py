@@ -15,6 +15,7 @@ from sessions_app import document as doc
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
 from sessions_app.dispatch import enqueue_run
+from sessions_app.event_types import EventKind, SessionDeleted, SubcallCompleted, SubcallFailed, SubcallStarted
 from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewChild
 from sessions_app.services.continuations import continuation_complete
@@ -103,7 +104,7 @@ def session_delete(*, session_id: uuid.UUID, dry_run: bool) -> dict[str, Any]:
         if not dry_run:
             for session in tree:
                 Session.objects.filter(pk=session.pk).delete()
-                events.emit("session.deleted", session.pk, session.owner)
+                events.emit(EventKind.SESSION_DELETED, session.pk, session.owner, SessionDeleted())
     return {"sessions": [str(s.pk) for s in tree], "continuations": continuations, "dry_run": dry_run}
 
 
@@ -123,15 +124,13 @@ def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Sess
         owner=parent.owner,
         **run_fields("until_blocked"),
     )
-    events.emit(
-        "subcall.started",
-        parent.pk,
-        parent.owner,
+    started = SubcallStarted(
         child_session_id=str(session.pk),
         slug=child.agent_slug,
         depth=child.depth,
         tool_call_id=str(call.get("id") or ""),
     )
+    events.emit(EventKind.SUBCALL_STARTED, parent.pk, parent.owner, started)
     enqueue_run(session.pk, session.run_id)
     return session
 
@@ -153,25 +152,24 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
     if head is None or head["tag"] != "PartialUserTurn":
         return
     waiting = [
-        tc
-        for tc in doc.tracked_calls(head)
-        if tc.get("tcChild") == str(child.pk) and tc["tcState"] == "Deferred"
+        tc for tc in doc.tracked_calls(head) if tc.get("tcChild") == str(child.pk) and tc["tcState"] == "Deferred"
     ]
     if not waiting:
         return
     if cancelled:
         result = f"Error: the helper agent {child.agent_slug} was cancelled"
-        events.emit("subcall.failed", parent.pk, parent.owner, child_session_id=str(child.pk), message="cancelled")
+        failed = SubcallFailed(child_session_id=str(child.pk), message="cancelled")
+        events.emit(EventKind.SUBCALL_FAILED, parent.pk, parent.owner, failed)
     elif child.status == Session.Status.IDLE:
         child_head = doc.head(child.document)
         answer = doc.response_text(child_head["contents"]) if child_head and child_head["tag"] == "LlmTurn" else ""
         result: Any = answer
-        events.emit("subcall.completed", parent.pk, parent.owner, child_session_id=str(child.pk), result=answer)
+        completed = SubcallCompleted(child_session_id=str(child.pk), result=answer)
+        events.emit(EventKind.SUBCALL_COMPLETED, parent.pk, parent.owner, completed)
     else:
         result = f"Error: the helper agent {child.agent_slug} failed: {child.status_detail}"
-        events.emit(
-            "subcall.failed", parent.pk, parent.owner, child_session_id=str(child.pk), message=child.status_detail
-        )
+        failed = SubcallFailed(child_session_id=str(child.pk), message=child.status_detail)
+        events.emit(EventKind.SUBCALL_FAILED, parent.pk, parent.owner, failed)
     try:
         continuation_complete(token=uuid.UUID(waiting[0]["tcContinuation"]), result=result, resume=True)
     except ApiError:
@@ -194,8 +192,6 @@ def stop_children(session: Session) -> None:
     while level:
         for child in level:
             if run_is_active(child):
-                append_mail(
-                    child, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "system", "source": "cancel"}
-                )
+                append_mail(child, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "system", "source": "cancel"})
                 cancel_calls(child, None)
         level = list(Session.objects.filter(parent__in=level))

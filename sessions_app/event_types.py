@@ -1,0 +1,144 @@
+"""The kinds of events and the payload each one carries (the README's "Live events").
+
+A payload is what an event's ``data`` holds besides ``kind``, ``seq``, ``session_id`` and
+``owner``. Kept apart from ``sessions_app.events`` (which stores them) so that the step engine
+can name tool events without importing storage.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, TypedDict
+
+
+class EventKind(StrEnum):
+    """Every event kind this server emits."""
+
+    SESSION_CREATED = "session.created"
+    SESSION_UPDATED = "session.updated"
+    SESSION_FAILED = "session.failed"
+    SESSION_DELETED = "session.deleted"
+    RUN_STARTED = "run.started"
+    RUN_STOPPED = "run.stopped"
+    CALLS_DEFERRED = "calls.deferred"
+    TOOL_STARTED = "tool.started"
+    TOOL_COMPLETED = "tool.completed"
+    TOOL_FAILED = "tool.failed"
+    TEXT_DELTA = "text.delta"
+    SUBCALL_STARTED = "subcall.started"
+    SUBCALL_COMPLETED = "subcall.completed"
+    SUBCALL_FAILED = "subcall.failed"
+
+
+class SessionMeta(TypedDict):
+    """``session.created``: the SessionMetaView of the new session."""
+
+    session_id: str
+    agent: str
+    parent_session_id: str | None
+    owner: str | None
+    status: str
+    status_detail: str | None
+    version: int
+    created_at: str
+    updated_at: str
+    sealed: bool
+    params: dict[str, Any]
+
+
+class SessionUpdated(SessionMeta):
+    """``session.updated``: the SessionMetaView of the stored version and its newest turn."""
+
+    head_turn: dict[str, Any] | None
+
+
+class SessionFailed(TypedDict):
+    """``session.failed``: why the run failed (also the session's ``status_detail``)."""
+
+    message: str | None
+
+
+class SessionDeleted(TypedDict):
+    """``session.deleted``: nothing beyond the session id."""
+
+
+class RunStarted(TypedDict):
+    """``run.started``: ``step`` or ``until_blocked``."""
+
+    mode: str
+
+
+class RunStopped(TypedDict):
+    """``run.stopped``: the status the session was stored with."""
+
+    status: str
+
+
+class CallsDeferred(TypedDict):
+    """``calls.deferred``: the DeferredCallViews of the calls a step deferred."""
+
+    calls: list[dict[str, Any]]
+
+
+class ToolStarted(TypedDict):
+    """``tool.started``: a call the step runs now."""
+
+    tool_call_id: str
+    tool: str
+
+
+class ToolFinished(TypedDict):
+    """``tool.completed`` / ``tool.failed``: its outcome (``completed`` or ``failed``) and result."""
+
+    tool_call_id: str
+    tool: str
+    status: str
+    result: Any
+
+
+class TextDelta(TypedDict):
+    """``text.delta``: a piece of the model's text as it streams (``--stream-tokens``)."""
+
+    text: str
+
+
+class SubcallStarted(TypedDict):
+    """``subcall.started``: a helper call became a child session."""
+
+    child_session_id: str
+    slug: str
+    depth: int
+    tool_call_id: str
+
+
+class SubcallCompleted(TypedDict):
+    """``subcall.completed``: the child's final answer, given to the parent's call."""
+
+    child_session_id: str
+    result: Any
+
+
+class SubcallFailed(TypedDict):
+    """``subcall.failed``: the child failed or was cancelled."""
+
+    child_session_id: str
+    message: str | None
+
+
+#: The payload type of each kind.
+PAYLOADS: dict[EventKind, type] = {
+    EventKind.SESSION_CREATED: SessionMeta,
+    EventKind.SESSION_UPDATED: SessionUpdated,
+    EventKind.SESSION_FAILED: SessionFailed,
+    EventKind.SESSION_DELETED: SessionDeleted,
+    EventKind.RUN_STARTED: RunStarted,
+    EventKind.RUN_STOPPED: RunStopped,
+    EventKind.CALLS_DEFERRED: CallsDeferred,
+    EventKind.TOOL_STARTED: ToolStarted,
+    EventKind.TOOL_COMPLETED: ToolFinished,
+    EventKind.TOOL_FAILED: ToolFinished,
+    EventKind.TEXT_DELTA: TextDelta,
+    EventKind.SUBCALL_STARTED: SubcallStarted,
+    EventKind.SUBCALL_COMPLETED: SubcallCompleted,
+    EventKind.SUBCALL_FAILED: SubcallFailed,
+}
