@@ -288,7 +288,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_mock_llm(args: argparse.Namespace) -> int:
     """Serve a scripted OpenAI-compatible LLM (for the demo and the tests)."""
-    from agentsite.mockllm import serve_forever
+    from devtools.mockllm import serve_forever
 
     try:
         serve_forever(args.script, args.host, args.port)
@@ -358,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     mock = sub.add_parser("mock-llm", help="serve a scripted OpenAI-compatible LLM")
-    mock.add_argument("--script", required=True, help="JSON script (see agentsite/mockllm.py)")
+    mock.add_argument("--script", required=True, help="JSON script (see devtools/mockllm/__init__.py)")
     mock.add_argument("--port", type=int, default=8081)
     mock.add_argument("--host", default="127.0.0.1")
     mock.set_defaults(func=cmd_mock_llm)

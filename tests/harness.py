@@ -1,7 +1,7 @@
 """Real processes for integration tests: the server (daphne), Celery workers, agent files.
 
 Nothing here patches the server: tests talk to it over HTTP, and the LLM is the scripted
-OpenAI-compatible server (``agentsite.mockllm``) running as a real HTTP server.
+OpenAI-compatible server (``devtools.mockllm``) running as a real HTTP server.
 """
 
 from __future__ import annotations

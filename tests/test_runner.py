@@ -11,7 +11,7 @@ import pytest
 
 from agents_app.loader import load_agent_files
 from agents_app.registry import AgentRegistry, set_registry
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from sessions_app import runner, services
 from sessions_app.models import Session
 from sessions_app.runtime import reset_runtime_agents
