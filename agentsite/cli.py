@@ -12,7 +12,6 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -150,10 +149,9 @@ def start_embedded_worker(concurrency: int) -> Any:
     )
     threading.Thread(target=worker.start, name="embedded-celery-worker", daemon=True).start()
     # The periodic tasks (event retention) are scheduled by a beat thread of this process: a
-    # beat process of its own could not reach the in-memory broker.
-    EmbeddedService(
-        app, thread=True, schedule_filename=str(Path(tempfile.gettempdir()) / f"agents-beat-{os.getpid()}")
-    ).start()
+    # beat process of its own could not reach the in-memory broker. Its schedule is kept in
+    # memory (CELERY_BEAT_SCHEDULER), so the server leaves no file behind.
+    EmbeddedService(app, thread=True, scheduler_cls=app.conf.beat_scheduler).start()
     return worker
 
 
@@ -252,8 +250,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         f"--pool={args.pool}",
     ]
     if args.beat:
-        schedule = Path(tempfile.gettempdir()) / f"agents-beat-{os.getpid()}"
-        argv += ["--beat", f"--schedule={schedule}"]
+        # the schedule is kept in memory (CELERY_BEAT_SCHEDULER): no file is written
+        argv.append("--beat")
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
     log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency, "beat": args.beat})
