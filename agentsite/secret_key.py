@@ -1,6 +1,6 @@
 """Django's secret key: ``DJANGO_SECRET_KEY``, else a key file kept in the data directory.
 
-It signs the admin's sessions and CSRF tokens. There is no default key: on the embedded
+It signs the admin's login sessions. There is no default key: on the embedded
 default (SQLite) the ``agents`` commands make a random one the first time, in
 ``<data directory>/agents-secret-key`` (mode 0600), and every later start reads it, so the demo
 needs no setting and admin logins outlive restarts. With PostgreSQL the file is read when it
