@@ -106,9 +106,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # keep this project's JSON log lines in worker processes too
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_REDIRECT_STDOUTS = False
-# The periodic tasks' schedule is kept in memory, not in a file: nothing is left behind, and a
-# restarted beat waits one period before each task (the per-process files it replaces were never
-# read again either).
+# The periodic tasks' schedule is kept in memory, not in a file, so that nothing outlives the
+# process; a restarted beat waits one period before each task's first run.
 CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 CELERY_BEAT_SCHEDULE = {
     "prune-events": {"task": "events.prune", "schedule": env.float("AGENTS_PRUNE_EVERY_SECONDS", default=600.0)},
