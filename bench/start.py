@@ -71,6 +71,7 @@ def start_once(checkout: Path, timeout: float = 60) -> float:
 
 
 def main() -> int:
+    """Measure every checkout ``--runs`` times, interleaved, and print each run and the summaries."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--checkout", action="append", type=Path, help="another checkout to measure (repeatable)")
