@@ -24,11 +24,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import openai
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agents_app.schema import AgentSpec
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -84,48 +85,6 @@ class LlmError(Exception):
         self.detail = detail
 
 
-class _AgentClient(openai.OpenAI):
-    """``openai.OpenAI`` whose only credential is the agent's own key, possibly none.
-
-    The stock client insists on a key (reading ``OPENAI_API_KEY`` when given none) and adds
-    organization/project and custom headers from the environment. Here the ``Authorization``
-    header is exactly ``Bearer <agent key>`` or absent.
-    """
-
-    def __init__(self, *, agent_api_key: str | None, **kwargs: Any) -> None:
-        self._agent_api_key = agent_api_key
-        # A placeholder satisfies the SDK's "credentials required" check; it is never sent,
-        # because every header hook below answers from _agent_api_key instead.
-        super().__init__(api_key=agent_api_key or "no-key", **kwargs)
-
-    def _agent_auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._agent_api_key}"} if self._agent_api_key else {}
-
-    @property
-    def auth_headers(self) -> dict[str, str]:
-        return self._agent_auth()
-
-    def _auth_headers(self, security: Any) -> dict[str, str]:
-        return self._agent_auth()
-
-    @property
-    def default_headers(self) -> dict[str, Any]:
-        # Drop what the SDK derived from the environment (OPENAI_ORG_ID, OPENAI_PROJECT_ID,
-        # OPENAI_CUSTOM_HEADERS' Authorization); the agent's key is re-added by the auth hooks.
-        dropped = {"authorization", "openai-organization", "openai-project"}
-        headers = {k: v for k, v in super().default_headers.items() if k.lower() not in dropped}
-        return {**headers, **self._agent_auth()}
-
-    @property
-    def user_agent(self) -> str:
-        # The SDK builds it from the class name, which would advertise this private class.
-        return f"agents-server (openai-python/{openai.__version__})"
-
-    def _validate_headers(self, headers: Any, custom_headers: Any) -> None:
-        # No Authorization header is a legitimate request here (DECISIONS 5).
-        return None
-
-
 def complete(
     *,
     spec: AgentSpec,
@@ -157,6 +116,12 @@ def complete(
             429/502/503/529), the request timed out (never retried: ``timeout`` is the caller's
             budget), the connection failed (retried), or the answer was malformed.
     """
+    # Imported here, not with this module: the SDK takes about a third of a second to import,
+    # which every `agents serve` and `agents worker` would pay before its first answer.
+    import openai
+
+    from agents_app.openai_client import AgentClient
+
     flavor = spec.flavor
     if flavor not in KNOWN_FLAVORS and flavor not in _warned_flavors:
         _warned_flavors.add(flavor)
@@ -172,7 +137,7 @@ def complete(
 
     # The SDK's own retries are off: it would also retry timeouts (tripling the caller's
     # budget) and every 5xx; _with_retries keeps to overload statuses and connection failures.
-    client = _AgentClient(agent_api_key=api_key, base_url=spec.modelUrl, timeout=timeout, max_retries=0)
+    client = AgentClient(agent_api_key=api_key, base_url=spec.modelUrl, timeout=timeout, max_retries=0)
     url = f"{spec.modelUrl.rstrip('/')}/chat/completions"
     try:
         if on_text_delta is None:
@@ -193,6 +158,8 @@ def complete(
 
 def _with_retries(call: Callable[[], _T]) -> _T:
     """Run ``call``, retrying overload statuses and connection failures (not timeouts)."""
+    import openai
+
     for attempt in range(MAX_RETRIES + 1):
         try:
             return call()
@@ -224,6 +191,8 @@ def _retry_delay(err: openai.APIError, attempt: int) -> float:
 
 def _describe(err: openai.APIError, timeout: float, url: str) -> str:
     """One line for :class:`LlmError` from an SDK error."""
+    import openai
+
     if isinstance(err, openai.APITimeoutError):
         return f"LLM request timed out after {timeout:g}s"
     if isinstance(err, openai.APIConnectionError):

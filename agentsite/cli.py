@@ -1,8 +1,9 @@
 """The ``agents`` command line: serve, worker, check, mock-llm and Django management commands.
 
 Every flag has an environment variable, so a container can be configured either way; a flag
-wins over its variable. Settings are read once, when Django starts, so the flags are turned into
-environment variables before that.
+wins over its variable. The variables are read through ``agentsite.env.env``, here for the flags'
+defaults and by the settings when Django starts; the flags are turned into environment variables
+before that.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+
+from agentsite.env import env
 
 log = logging.getLogger("agentsite.cli")
 
@@ -65,15 +67,23 @@ def _apply_agent_flags(args: argparse.Namespace) -> None:
         os.environ["AGENTS_OWNER_API_KEYS"] = os.pathsep.join(entries)
     if args.db:
         os.environ["DATABASE_URL"] = _db_url(args.db)
-    elif "DATABASE_URL" not in os.environ:
-        os.environ["DATABASE_URL"] = _db_url("./agents-server.db")
 
 
-def _setup_django() -> None:
+def _setup_django(command: str) -> None:
+    """Make sure there is a secret key, then start Django; exit 2 with one line on stderr when the
+    configuration is refused (no key with PostgreSQL, a database URL Django cannot use, ...)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     import django
+    from django.core.exceptions import ImproperlyConfigured
 
-    django.setup()
+    from agentsite.secret_key import ensure_secret_key
+
+    try:
+        ensure_secret_key()
+        django.setup()
+    except ImproperlyConfigured as error:
+        print(f"agents {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
 
 
 def _load_agents_or_exit() -> None:
@@ -139,10 +149,9 @@ def start_embedded_worker(concurrency: int) -> Any:
     )
     threading.Thread(target=worker.start, name="embedded-celery-worker", daemon=True).start()
     # The periodic tasks (event retention) are scheduled by a beat thread of this process: a
-    # beat process of its own could not reach the in-memory broker.
-    EmbeddedService(
-        app, thread=True, schedule_filename=str(Path(tempfile.gettempdir()) / f"agents-beat-{os.getpid()}")
-    ).start()
+    # beat process of its own could not reach the in-memory broker. Its schedule is kept in
+    # memory (CELERY_BEAT_SCHEDULER), so the server leaves no file behind.
+    EmbeddedService(app, thread=True, scheduler_cls=app.conf.beat_scheduler).start()
     return worker
 
 
@@ -182,7 +191,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _apply_auth_flags(args)
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
-    _setup_django()
+    # the default allowed hosts follow the bound address
+    os.environ["AGENTS_BIND"] = args.bind
+    _setup_django("serve")
     from django.conf import settings
     from django.core.management import call_command
 
@@ -218,7 +229,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _apply_agent_flags(args)
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
-    _setup_django()
+    _setup_django("worker")
     from django.conf import settings
 
     if not settings.REDIS_URL:
@@ -239,8 +250,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         f"--pool={args.pool}",
     ]
     if args.beat:
-        schedule = Path(tempfile.gettempdir()) / f"agents-beat-{os.getpid()}"
-        argv += ["--beat", f"--schedule={schedule}"]
+        # the schedule is kept in memory (CELERY_BEAT_SCHEDULER): no file is written
+        argv.append("--beat")
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
     log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency, "beat": args.beat})
@@ -288,7 +299,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_mock_llm(args: argparse.Namespace) -> int:
     """Serve a scripted OpenAI-compatible LLM (for the demo and the tests)."""
-    from agentsite.mockllm import serve_forever
+    from devtools.mockllm import serve_forever
 
     try:
         serve_forever(args.script, args.host, args.port)
@@ -305,19 +316,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve the HTTP API (embedded worker unless REDIS_URL is set)")
     _add_agent_flags(serve)
-    serve.add_argument("--bind", default=os.environ.get("AGENTS_BIND", "127.0.0.1"), help="env AGENTS_BIND")
-    serve.add_argument("--port", type=int, default=int(os.environ.get("AGENTS_PORT", "8080")), help="env AGENTS_PORT")
+    serve.add_argument("--bind", default=env.str("AGENTS_BIND", default="127.0.0.1"), help="env AGENTS_BIND")
+    serve.add_argument("--port", type=int, default=env.int("AGENTS_PORT", default=8080), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     serve.add_argument(
         "--shutdown-grace",
         type=float,
-        default=float(os.environ.get("AGENTS_SHUTDOWN_GRACE", "10")),
+        default=env.float("AGENTS_SHUTDOWN_GRACE", default=10.0),
         help="seconds open requests get to finish on SIGTERM; env AGENTS_SHUTDOWN_GRACE",
     )
     serve.add_argument(
         "--worker-concurrency",
         type=int,
-        default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")),
+        default=env.int("AGENTS_WORKER_CONCURRENCY", default=4),
         help="runs at once in the embedded worker; env AGENTS_WORKER_CONCURRENCY",
     )
     serve.add_argument(
@@ -341,13 +352,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run a Celery worker (scaled-out mode, needs REDIS_URL)")
     _add_agent_flags(worker)
-    worker.add_argument("--concurrency", type=int, default=int(os.environ.get("AGENTS_WORKER_CONCURRENCY", "4")))
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=env.int("AGENTS_WORKER_CONCURRENCY", default=4),
+        help="runs at once in this worker; env AGENTS_WORKER_CONCURRENCY",
+    )
     worker.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
     worker.add_argument("--hostname", default=None, help="Celery node name")
     worker.add_argument(
         "--beat",
         action="store_true",
-        default=os.environ.get("AGENTS_WORKER_BEAT", "") not in ("", "0", "false"),
+        default=env.bool("AGENTS_WORKER_BEAT", default=False),
         help="also run the periodic tasks (run recovery, event retention); env AGENTS_WORKER_BEAT=1",
     )
     worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
@@ -358,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     mock = sub.add_parser("mock-llm", help="serve a scripted OpenAI-compatible LLM")
-    mock.add_argument("--script", required=True, help="JSON script (see agentsite/mockllm.py)")
+    mock.add_argument("--script", required=True, help="JSON script (see devtools/mockllm/__init__.py)")
     mock.add_argument("--port", type=int, default=8081)
     mock.add_argument("--host", default="127.0.0.1")
     mock.set_defaults(func=cmd_mock_llm)
@@ -375,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "manage":
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+        _setup_django("manage")
         from django.core.management import execute_from_command_line
 
         execute_from_command_line(["agents manage", *args.rest])

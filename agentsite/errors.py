@@ -13,6 +13,7 @@ import logging
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
@@ -288,7 +289,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    """Requests Django itself cannot read (e.g. a broken multipart body) answer 400 ``bad_request``."""
+    """Requests Django itself cannot read (e.g. a broken multipart body), or whose Host header is
+    not an allowed host (``DJANGO_ALLOWED_HOSTS``), answer 400 ``bad_request``."""
+    if isinstance(exception, DisallowedHost):
+        return json_error(BadRequest("the Host header names a host this server does not answer to"))
     return json_error(BadRequest("the request could not be read"))
 
 

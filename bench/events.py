@@ -27,7 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentsite.mockllm import MockLlmServer  # noqa: E402
+from devtools.mockllm import MockLlmServer  # noqa: E402
 from tests.harness import Server, write_agent  # noqa: E402
 
 

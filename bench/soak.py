@@ -31,7 +31,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentsite.mockllm import MockLlmServer  # noqa: E402
+from devtools.mockllm import MockLlmServer  # noqa: E402
 from tests.harness import POSTGRES_URL, REDIS_URL, Server, Worker, write_agent  # noqa: E402
 
 EXPECTED = ["LlmTurn", "UserTurn", "LlmTurn", "UserTurn"]

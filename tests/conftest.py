@@ -12,7 +12,7 @@ import psycopg
 import pytest
 import redis
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import POSTGRES_URL, REDIS_URL, Server, Worker
 
 

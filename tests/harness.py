@@ -1,7 +1,7 @@
 """Real processes for integration tests: the server (daphne), Celery workers, agent files.
 
 Nothing here patches the server: tests talk to it over HTTP, and the LLM is the scripted
-OpenAI-compatible server (``agentsite.mockllm``) running as a real HTTP server.
+OpenAI-compatible server (``devtools.mockllm``) running as a real HTTP server.
 """
 
 from __future__ import annotations
@@ -96,12 +96,24 @@ class Process:
         self.log.close()
 
 
+#: The secret key of the processes that share a PostgreSQL database, which the server refuses to
+#: make up; on SQLite each server keeps its own beside the database.
+SHARED_SECRET_KEY = "agents-server-integration-tests"
+
+
 def base_env(**extra: str) -> dict[str, str]:
-    """The test processes' environment: this one, without settings a developer may have set."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTS_", "DATABASE_URL", "REDIS_URL"))}
+    """The test processes' environment: this one, without settings a developer may have set (nor
+    the test settings pytest-django names: the processes under test use the server's own)."""
+    prefixes = ("AGENTS_", "DATABASE_URL", "REDIS_URL", "DJANGO_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     env.update({"PYTHONUNBUFFERED": "1", "AGENTS_LOG_LEVEL": "INFO"})
     env.update(extra)
     return env
+
+
+def _database_env(db: str) -> dict[str, str]:
+    """What a process on the database ``db`` (a SQLite path or a URL) needs besides ``--db``."""
+    return {"DJANGO_SECRET_KEY": SHARED_SECRET_KEY} if db.startswith("postgres") else {}
 
 
 class Server:
@@ -122,7 +134,8 @@ class Server:
         for path in agent_files:
             argv += ["--agent-file", str(path)]
         argv += list(extra_args)
-        self.process = Process(argv, base_env(**(env or {})), tmp / f"server-{self.port}.log")
+        environment = base_env(**{**_database_env(self.db), **(env or {})})
+        self.process = Process(argv, environment, tmp / f"server-{self.port}.log")
         self.url = f"http://127.0.0.1:{self.port}"
         self.client = httpx.Client(base_url=self.url, timeout=60, event_hooks=contract.hooks())
         self._wait_ready()
@@ -162,7 +175,8 @@ class Worker:
         ]
         for path in agent_files:
             argv += ["--agent-file", str(path)]
-        self.process = Process(argv, base_env(**env), tmp / f"worker-{uuid.uuid4().hex[:6]}.log")
+        environment = base_env(**{**_database_env(db), **env})
+        self.process = Process(argv, environment, tmp / f"worker-{uuid.uuid4().hex[:6]}.log")
 
     def stop(self) -> None:
         """Stop the worker process."""

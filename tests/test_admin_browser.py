@@ -18,7 +18,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import ROOT, Server, base_env, write_agent
 from tests.owners import owner, write_tokens
 

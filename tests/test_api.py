@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import Server, write_agent, write_tool
 
 

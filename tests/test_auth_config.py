@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentsite.auth import AuthConfigError, build_auth_config, is_loopback_origin, load_tokens_file, normalize_origin
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import ROOT, Server, base_env, free_port, write_agent
 from tests.owners import TOKENS, owner, write_tokens
 from tests.streams import SseReader

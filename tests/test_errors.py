@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import Server, sqlite_snapshot, write_agent
 
 SCRIPT = {

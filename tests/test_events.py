@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.demo import demo_agents, demo_script
 from tests.harness import Server, wait_until, write_agent
 from tests.streams import SseReader, WsReader, kinds, stopped_with

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import Server, write_agent
 
 SCRIPT = {
@@ -121,7 +121,8 @@ def test_methods_and_plain_reads(server: Server) -> None:
 def test_a_raw_request_without_a_body_reads_as_defaults(server: Server) -> None:
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as conn:
-        conn.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        request = f"POST /v1/sessions HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        conn.sendall(request.encode())
         answer = conn.recv(65536).decode()
     assert answer.startswith("HTTP/1.1 400")
-    assert '"error":"bad_request"' in answer
+    assert '{"error":"bad_request","message":"agent: This field is required."}' in answer

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import Server, write_agent
 from tests.owners import TOKENS, owner, refused, write_tokens, ws_open
 from tests.streams import SseReader

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import Server, write_agent
 from tests.owners import ALICE_SECOND, TOKENS, bearer, owner, refused, write_tokens, ws_open
 from tests.streams import SseReader

@@ -12,7 +12,7 @@ import pytest
 from agents_app.loader import load_agent_files
 from agents_app.registry import AgentRegistry, set_registry
 from agents_app.runtime import reset_runtime_agents
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from sessions_app import runner
 from sessions_app.models import Session
 from sessions_app.services import sessions

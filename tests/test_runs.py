@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import Server, write_agent, write_tool
 
 TWO_DEFERRED = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 from tests.harness import Server, write_agent
 from tests.owners import owner, refused, write_tokens
 

@@ -1,5 +1,6 @@
 """The layout rules of the README's "How it is built": no import cycle between the project's
-modules (imports inside functions count), and dependencies pointing one way between the apps."""
+modules (imports inside functions count), dependencies pointing one way between the apps, and no
+module over 600 lines."""
 
 from __future__ import annotations
 
@@ -105,3 +106,8 @@ def test_agents_and_tools_never_import_sessions() -> None:
     }
     assert wrong == set()
 
+
+
+def test_no_module_over_600_lines() -> None:
+    lines = {name: path.read_text().count("\n") for name, path in _modules().items()}
+    assert {name: count for name, count in lines.items() if count > 600} == {}

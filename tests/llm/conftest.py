@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agents_app import llm
-from agentsite.mockllm import MockLlmServer
+from devtools.mockllm import MockLlmServer
 
 
 @pytest.fixture

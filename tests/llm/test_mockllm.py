@@ -1,4 +1,4 @@
-"""The scripted mock LLM server (agentsite/mockllm.py), spoken to over real HTTP."""
+"""The scripted mock LLM server (devtools/mockllm), spoken to over real HTTP."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsite import mockllm
-from agentsite.mockllm import NO_MATCH_CONTENT, MockLlmServer, load_script, validate_script
+from devtools import mockllm
+from devtools.mockllm import NO_MATCH_CONTENT, MockLlmServer, load_script, validate_script
 
 from .helpers import user, weather_tool
 
@@ -389,7 +389,7 @@ def test_command_line_serves_a_script(tmp_path: Path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"rules": [{"reply": {"content": "from the command line"}}]}))
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentsite.mockllm", "--script", str(script), "--port", "0"],
+        [sys.executable, "-m", "devtools.mockllm", "--script", str(script), "--port", "0"],
         cwd=Path(__file__).resolve().parents[2],
         stderr=subprocess.PIPE,
         text=True,

@@ -1,9 +1,10 @@
-"""Settings for the agents server: one environment reader, two topologies.
+"""Settings for the agents server, ready for production: one environment reader, two topologies.
 
 Embedded default (nothing configured): SQLite in WAL mode, the in-memory channel layer and a
 Celery worker inside the server process on the in-memory broker.
 Scaled out: ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (Celery broker and channel layer).
-Every variable is listed in the README's configuration table.
+Every variable is listed in the README's configuration table and read through
+``agentsite.env.env``; the test suite's changes are in ``agentsite.settings.test``.
 """
 
 from __future__ import annotations
@@ -11,15 +12,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import environ
+from agentsite.env import database_url, default_allowed_hosts, env
+from agentsite.secret_key import secret_key
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
-env = environ.Env()
-
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="agents-server-development-key-change-me-in-production")
+# No default: DJANGO_SECRET_KEY, or the data directory's key file (agentsite/secret_key.py).
+SECRET_KEY = secret_key()
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["*"])
+# Host headers answered (others get 400): DJANGO_ALLOWED_HOSTS, else the loopback names and the
+# bound address. AGENTS_BIND is --bind, which `agents serve` sets before the settings are read.
+ALLOWED_HOSTS = [host.strip() for host in env.list("DJANGO_ALLOWED_HOSTS", default=[]) if host.strip()]
+ALLOWED_HOSTS = ALLOWED_HOSTS or default_allowed_hosts(env.str("AGENTS_BIND", default="127.0.0.1"))
 
 INSTALLED_APPS = [
     "daphne",
@@ -70,7 +74,7 @@ WSGI_APPLICATION = None
 ASGI_APPLICATION = "agentsite.asgi.application"
 
 # --- database ---------------------------------------------------------------------------------
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{Path.cwd() / 'agents-server.db'}")}
+DATABASES = {"default": env.db_url_config(database_url())}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers proceed while the worker writes; IMMEDIATE transactions take the write
     # lock up front so two writers queue on busy_timeout instead of failing on lock upgrade.
@@ -79,9 +83,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
     }
-    # a file, not the shared-cache memory database, so that tests with several threads see the
-    # same locking as the server does
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".pytest-db.sqlite3")}
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -104,6 +105,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # keep this project's JSON log lines in worker processes too
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_REDIRECT_STDOUTS = False
+# The periodic tasks' schedule is kept in memory, not in a file, so that nothing outlives the
+# process; a restarted beat waits one period before each task's first run.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 CELERY_BEAT_SCHEDULE = {
     "prune-events": {"task": "events.prune", "schedule": env.float("AGENTS_PRUNE_EVERY_SECONDS", default=600.0)},
     "sweep-runs": {"task": "sessions.sweep", "schedule": env.float("AGENTS_SWEEP_EVERY_SECONDS", default=10.0)},

@@ -1,0 +1,82 @@
+"""The environment, read through one ``environ.Env``: the settings and the ``agents`` command line.
+
+Every variable is listed in the README's configuration table. The helpers below derive what
+more than one reader needs (the database URL and its default, the data directory, the default
+allowed hosts), so that the command line and the settings cannot disagree.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import environ
+
+env = environ.Env()
+
+#: The embedded default's database, in the working directory.
+DEFAULT_SQLITE_FILE = "agents-server.db"
+#: The names a loopback server answers to (a browser on the same machine uses any of them).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+#: Addresses that mean "every interface" rather than one address clients connect to.
+WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+def database_url() -> str:
+    """``DATABASE_URL``, or the SQLite file ``agents-server.db`` of the working directory.
+
+    Returns:
+        A URL django-environ understands (``sqlite:////abs/path.db``, ``postgres://...``).
+    """
+    return env.str("DATABASE_URL", default=f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL, made absolute; ``None`` for other databases and in-memory SQLite."""
+    config = env.db_url_config(url)
+    name = str(config.get("NAME") or "")
+    if config["ENGINE"] != "django.db.backends.sqlite3" or name in ("", ":memory:"):
+        return None
+    return Path(name).expanduser().resolve()
+
+
+def data_dir() -> Path | None:
+    """Where the server keeps its own files (the secret key): ``AGENTS_DATA_DIR``, else the directory
+    of the SQLite database; ``None`` with PostgreSQL (or in-memory SQLite) and no ``AGENTS_DATA_DIR``.
+
+    Returns:
+        An absolute path; the directory may not exist yet.
+    """
+    given = env.str("AGENTS_DATA_DIR", default="")
+    if given:
+        return Path(given).expanduser().resolve()
+    database = sqlite_file(database_url())
+    return database.parent if database is not None else None
+
+
+def default_allowed_hosts(bind: str) -> list[str]:
+    """The hosts a server bound to ``bind`` answers to when ``DJANGO_ALLOWED_HOSTS`` is not set.
+
+    The loopback names always; the bound address or name too, unless it is a wildcard
+    (``0.0.0.0``, ``::``): a server bound to every interface cannot know the names its clients
+    use, so those are given with ``DJANGO_ALLOWED_HOSTS``.
+
+    Args:
+        bind: the ``--bind`` address or host name.
+
+    Returns:
+        Entries for Django's ``ALLOWED_HOSTS`` (IPv6 addresses in brackets, as in a Host header).
+    """
+    hosts = list(LOOPBACK_HOSTS)
+    bind = bind.strip()
+    if bind in WILDCARD_BINDS:
+        return hosts
+    try:
+        address = ipaddress.ip_address(bind.strip("[]"))
+    except ValueError:
+        host = bind.lower()
+    else:
+        host = f"[{address}]" if address.version == 6 else str(address)
+    if host not in hosts:
+        hosts.append(host)
+    return hosts
