@@ -12,7 +12,6 @@ import argparse
 import logging
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -129,32 +128,6 @@ def _recover(*, all_claimed: bool) -> None:
     )
 
 
-def start_embedded_worker(concurrency: int) -> Any:
-    """Start a Celery worker in a thread of this process, on the in-memory broker.
-
-    Returns:
-        The worker controller (``.stop()`` ends it).
-    """
-    from celery.beat import EmbeddedService
-
-    from agentsite.celery import app
-
-    worker = app.WorkController(
-        pool_cls="threads",
-        concurrency=concurrency,
-        loglevel="WARNING",
-        without_heartbeat=True,
-        without_mingle=True,
-        without_gossip=True,
-    )
-    threading.Thread(target=worker.start, name="embedded-celery-worker", daemon=True).start()
-    # The periodic tasks (event retention) are scheduled by a beat thread of this process: a
-    # beat process of its own could not reach the in-memory broker. Its schedule is kept in
-    # memory (CELERY_BEAT_SCHEDULER), so the server leaves no file behind.
-    EmbeddedService(app, thread=True, scheduler_cls=app.conf.beat_scheduler).start()
-    return worker
-
-
 def _apply_auth_flags(args: argparse.Namespace) -> None:
     """Turn the authentication flags of ``serve`` into the environment variables the settings read."""
     if args.auth_tokens:
@@ -205,7 +178,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _load_agents_or_exit()
     _recover(all_claimed=settings.EMBEDDED_WORKER)
     if settings.EMBEDDED_WORKER:
-        start_embedded_worker(args.worker_concurrency)
+        from agentsite import embedded
+        from sessions_app.dispatch import use_embedded_worker
+
+        embedded.start(args.worker_concurrency, use_embedded_worker)
     log.info(
         "server started",
         extra={

@@ -1,14 +1,17 @@
-"""Sending work to the Celery workers: runs and background tool calls, after commit, by task name.
+"""Sending work to the workers: runs and background tool calls, after commit, by task name.
 
 Services and the run loop enqueue through here and never import the tasks module, which imports
 them (the README's "How it is built"). A task is sent only once the transaction that requested
 it has committed, so a worker never looks for a row it cannot see yet; a task that finds nothing
-to do (claimed already, or gone) exits.
+to do (claimed already, or gone) exits. Scaled out, tasks go to the Celery broker; on the
+embedded default, to the thread pools of this process (``agentsite.embedded``), installed at
+start with :func:`use_embedded_worker`.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
 from django.db import transaction
 
@@ -19,6 +22,29 @@ RUN_SESSION_TASK = "sessions.run_session"
 RUN_BACKGROUND_CALL_TASK = "sessions.run_background_call"
 
 
+class LocalWorker(Protocol):
+    """What runs tasks inside this process (``agentsite.embedded.EmbeddedWorker``)."""
+
+    def submit(self, name: str, args: list[str], *, background_call: bool = False) -> None:
+        """Run task ``name`` with ``args`` soon, without blocking."""
+
+
+_local: LocalWorker | None = None
+
+
+def use_embedded_worker(worker: LocalWorker | None) -> None:
+    """Send every task of this process to ``worker`` from now on (``None``: to the broker again)."""
+    global _local
+    _local = worker
+
+
+def _send(name: str, args: list[str], *, background_call: bool = False) -> None:
+    if _local is not None:
+        _local.submit(name, args, background_call=background_call)
+    else:
+        app.signature(name, args=args).apply_async()
+
+
 def enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID) -> None:
     """Send run ``run_id`` of ``session_id`` to a worker once the current transaction commits."""
     args = [str(session_id), str(run_id)]
@@ -27,10 +53,10 @@ def enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID) -> None:
 
 def send_run(session_id: str, run_id: str) -> None:
     """Send run ``run_id`` of ``session_id`` to a worker now (outside any transaction)."""
-    app.signature(RUN_SESSION_TASK, args=[session_id, run_id]).apply_async()
+    _send(RUN_SESSION_TASK, [session_id, run_id])
 
 
 def enqueue_background_call(call_id: uuid.UUID) -> None:
     """Send a ``runAsync`` call (a BackgroundCall row) to a worker once the transaction commits."""
     args = [str(call_id)]
-    transaction.on_commit(lambda: app.signature(RUN_BACKGROUND_CALL_TASK, args=args).apply_async())
+    transaction.on_commit(lambda: _send(RUN_BACKGROUND_CALL_TASK, args, background_call=True))

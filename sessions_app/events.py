@@ -53,7 +53,7 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
             payload_json=json.dumps(payload),
             created_at=timezone.now(),
         )
-        transaction.on_commit(hub.announce)
+        hub.announce_on_commit(session_id)
     return event
 
 

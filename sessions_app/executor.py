@@ -97,4 +97,4 @@ def finish(call_id: uuid.UUID, state: str, response: Any) -> None:
             sender={"tag": "toolCall", "toolCallId": row.tool_call_id},
         )
     else:
-        transaction.on_commit(hub.announce)
+        hub.announce_on_commit(row.session_id)

@@ -121,6 +121,11 @@ def cursors(document: dict[str, Any]) -> tuple[int, int]:
     return int(document.get("mailCursor") or 0), int(document.get("controlCursor") or 0)
 
 
+def may_have_unread(last_mail_seq: int, document: dict[str, Any]) -> bool:
+    """Whether mail newer than both cursors exists, from the session's ``last_mail_seq`` (no query)."""
+    return last_mail_seq > min(cursors(document))
+
+
 def unread(session: Session, document: dict[str, Any]) -> list[MailEnvelope]:
     """Mail not yet consumed, oldest first: messages past ``mailCursor``, controls past ``controlCursor``."""
     mail_cursor, control_cursor = cursors(document)

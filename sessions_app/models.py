@@ -80,6 +80,8 @@ class Session(models.Model):
     run_mode = models.CharField(max_length=32, null=True, blank=True)
     run_owner = models.CharField(max_length=200, null=True, blank=True)
     run_lease_until = models.DateTimeField(null=True, blank=True)
+    # the seq of the newest mail envelope: a run learns that unread mail exists without a query
+    last_mail_seq = models.IntegerField(default=0)
     document_json = models.TextField()
 
     class Meta:

@@ -97,6 +97,7 @@ class _Heartbeat(threading.Thread):
         self.stopped = threading.Event()
         self.lost = threading.Event()
         self.signals = RunSignals()
+        self.seen_mail_seq = 0
 
     def run(self) -> None:
         try:
@@ -119,6 +120,13 @@ class _Heartbeat(threading.Thread):
             connection.close()
 
     def _watch_mailbox(self) -> None:
+        last_mail_seq = Session.objects.filter(pk=self.session_id).values_list("last_mail_seq", flat=True).first()
+        if last_mail_seq is None:
+            self.signals.stop.set()
+            return
+        if last_mail_seq == self.seen_mail_seq:
+            return
+        self.seen_mail_seq = last_mail_seq
         session = Session.objects.filter(pk=self.session_id).first()
         if session is None:
             self.signals.stop.set()
@@ -175,7 +183,8 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
                 return
             session = Session.objects.get(pk=session_id)
             document, applied = apply_completed_continuations(session, session.document)
-            document, stop, controls = _take_controls(session, document)
+            mail = mailbox.may_have_unread(session.last_mail_seq, document)
+            document, stop, controls = _take_controls(session, document) if mail else (document, None, False)
             if applied or controls:
                 with transaction.atomic():
                     session = _fenced_store(session, document)
@@ -187,7 +196,7 @@ def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
                 document = _wait_background(session, document, agent, signals)
                 session = _fenced_store_atomic(session, document)
                 continue
-            unread = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)]
+            unread = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)] if mail else []
             if unread and mailbox.can_fold(document):
                 document = mailbox.fold(
                     document,
@@ -295,27 +304,27 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
     started = time.monotonic()
     head = doc.head(document)
     waiting = [tc["tcId"] for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")]
-    seen = hub.generation()
-    while True:
-        background.orphan_stale(session)
-        rows = background.results_for(session, waiting)
-        finished = {tc_id: row for tc_id, row in rows.items() if row.state != "running"}
-        document = _apply_background(document, finished)
-        still = [tc_id for tc_id in waiting if tc_id not in finished]
-        if not still:
-            return document
-        give_up = (
-            signals.interrupt.is_set()
-            or (strategy == "yieldOnAnyProgress" and finished)
-            or (timeout_ms is not None and (time.monotonic() - started) * 1000 >= timeout_ms)
-        )
-        if give_up:
-            late = background.detach(session, still)
-            document = _apply_background(document, late)
-            return _mark_detached(document, [tc_id for tc_id in still if tc_id not in late])
-        if signals.stop.is_set() or _pause_pending(session, document):
-            return document
-        seen = hub.wait_sync(seen, 0.25)
+    with hub.SessionWatch(str(session.pk)) as watch:
+        while True:
+            background.orphan_stale(session)
+            rows = background.results_for(session, waiting)
+            finished = {tc_id: row for tc_id, row in rows.items() if row.state != "running"}
+            document = _apply_background(document, finished)
+            still = [tc_id for tc_id in waiting if tc_id not in finished]
+            if not still:
+                return document
+            give_up = (
+                signals.interrupt.is_set()
+                or (strategy == "yieldOnAnyProgress" and finished)
+                or (timeout_ms is not None and (time.monotonic() - started) * 1000 >= timeout_ms)
+            )
+            if give_up:
+                late = background.detach(session, still)
+                document = _apply_background(document, late)
+                return _mark_detached(document, [tc_id for tc_id in still if tc_id not in late])
+            if signals.stop.is_set() or _pause_pending(session, document):
+                return document
+            watch.wait(0.25)
 
 
 def _pause_pending(session: Session, document: dict[str, Any]) -> bool:

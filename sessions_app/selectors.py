@@ -7,6 +7,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
+
 from agentsite.access import can_see
 from agentsite.auth import Principal
 from agentsite.errors import UnknownSession, UnknownToken
@@ -66,20 +68,30 @@ def session_list(
 def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
     """Wait up to ``timeout`` seconds for the session's run to stop; return the session then.
 
-    Sleeps until events are committed (by any process: the hub relays other processes'
-    announcements), then reads the row again. A client that goes away while waiting does not
+    Sleeps until the session changes (in any process: the hub relays other processes'
+    announcements), then reads its status again. A client that goes away while waiting does not
     affect the run: this only reads.
     """
     hub.start_listener()
     deadline = time.monotonic() + timeout
-    seen = hub.generation()
-    while True:
-        session = session_get(session_id)
-        remaining = deadline - time.monotonic()
-        if session.status != Session.Status.RUNNING or remaining <= 0 or hub.shutting_down.is_set():
-            return session
-        # woken by committed events; the cap only bounds the delay of a lost announcement
-        seen = hub.wait_sync(seen, min(remaining, WAIT_RECHECK_SECONDS))
+    with hub.SessionWatch(str(session_id)) as watch:
+        while True:
+            status = session_status(session_id)
+            remaining = deadline - time.monotonic()
+            if status != Session.Status.RUNNING or remaining <= 0 or hub.shutting_down.is_set():
+                return session_get(session_id)
+            # woken when the session changes; the cap only bounds the delay of a lost announcement
+            watch.wait(min(remaining, WAIT_RECHECK_SECONDS))
+
+
+def session_status(session_id: uuid.UUID) -> str | None:
+    """The session's status, or ``None`` when it does not exist: one indexed read of one column,
+    for the loops that wait on a run."""
+    key = Session._meta.pk.get_db_prep_value(session_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT status FROM {Session._meta.db_table} WHERE id = %s", [key])
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def mail_list(session: Session, *, unread: bool) -> list[MailEnvelope]:

@@ -114,6 +114,10 @@ def apply_completed_continuations(session: Session, document: dict[str, Any]) ->
     Returns:
         The new document and the tokens applied (to mark with the step's store).
     """
+    head = doc.head(document)
+    if head is None or head.get("tag") != "PartialUserTurn":
+        # only a partial head holds deferred calls: no result can apply, so none is looked for
+        return document, []
     pending = Continuation.objects.filter(session=session, completed_at__isnull=False, applied_at__isnull=True)
     applied = []
     for continuation in pending.order_by("completed_at"):

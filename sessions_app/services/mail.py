@@ -26,15 +26,21 @@ def append_mail(
     mail_id: uuid.UUID | None = None,
     hops: int = 0,
 ) -> tuple[MailEnvelope, bool]:
-    """Store one envelope on a locked session; ``(envelope, duplicate)``."""
+    """Store one envelope on a locked session; ``(envelope, duplicate)``.
+
+    The envelope's ``seq`` is the session's ``last_mail_seq`` plus one, and the session's
+    ``last_mail_seq`` becomes it (in the caller's transaction, under the session's row lock).
+    """
     if mail_id is not None:
         existing = MailEnvelope.objects.filter(session=session, mail_id=mail_id).first()
         if existing is not None:
             return existing, True
-    last = MailEnvelope.objects.filter(session=session).order_by("-seq").values_list("seq", flat=True).first() or 0
+    seq = Session.objects.filter(pk=session.pk).values_list("last_mail_seq", flat=True).get() + 1
+    Session.objects.filter(pk=session.pk).update(last_mail_seq=seq)
+    session.last_mail_seq = seq
     envelope = MailEnvelope.objects.create(
         session=session,
-        seq=last + 1,
+        seq=seq,
         mail_id=mail_id or mailbox.new_mail_id(),
         sender=sender,
         priority=priority,
@@ -42,6 +48,7 @@ def append_mail(
         body=body,
         sent_at=db_now(),
     )
+    hub.announce_on_commit(session.pk)
     return envelope, False
 
 
@@ -120,5 +127,4 @@ def mail_send(
         envelope, duplicate = append_mail(session, body, priority=priority, sender=sender, mail_id=mail_id, hops=hops)
         if not duplicate and not run_is_active(session):
             after_mail(session, envelope)
-        transaction.on_commit(hub.announce)
     return {"id": str(envelope.mail_id), "seq": envelope.seq, "duplicate": duplicate}

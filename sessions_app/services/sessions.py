@@ -22,7 +22,7 @@ from agentsite.errors import (
     UnknownSession,
 )
 from sessions_app import document as doc
-from sessions_app import hub, mailbox
+from sessions_app import mailbox
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
 from sessions_app.models import Session
@@ -127,7 +127,6 @@ def message_post(
             envelope, _ = append_mail(session, body, priority=priority, sender={"tag": "user", "owner": owner})
             if not run_is_active(session):
                 session = after_mail(session, envelope)
-            transaction.on_commit(hub.announce)
             return session
         document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
         if run == "none":
@@ -156,7 +155,6 @@ def session_resume(*, session_id: uuid.UUID, mode: str, owner: str | None = None
             if not pausing:
                 raise RunInProgress(session.pk)
             append_mail(session, mailbox.RESUME, priority="normal", sender={"tag": "user", "owner": owner})
-            transaction.on_commit(hub.announce)
             return session
         runtime_agent(session.agent_slug)
         session = store(session, session.document, **run_fields(mode))
@@ -182,13 +180,11 @@ def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Sessio
             if has_active_descendants(session):
                 # the session waits on helper sessions that are running: cancelling it stops them
                 stop_children(session)
-                transaction.on_commit(hub.announce)
                 return session
             raise NoActiveRun(session_id)
         append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
         cancel_calls(session, None)
         stop_children(session)
-        transaction.on_commit(hub.announce)
     return session
 
 
