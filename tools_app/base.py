@@ -73,9 +73,9 @@ class ToolResult:
     """The outcome of one tool call.
 
     Attributes:
-        response: a ``UserToolResponse`` in session-document JSON (docs/sessions.md §1.5): a ``str`` for
-            text; ``{"type": "json", "content": ...}``; ``{"type": "media", "mimeType",
-            "base64Data", "filename"?}``; ``{"type": "mixed", "parts": [...]}``.
+        response: a ``UserToolResponse`` in session-document JSON (docs/sessions.md §1.5): a
+            ``str`` for text; ``{"type": "json", "content": ...}``; ``{"type": "media",
+            "mimeType", "base64Data", "filename"?}``; ``{"type": "mixed", "parts": [...]}``.
         is_error: ``True`` when the call failed; ``response`` then holds the text the LLM sees
             (``"Error: ..."``). There is no error variant in the session document, so the flag is
             only for callers (events, logs, status).

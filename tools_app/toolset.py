@@ -10,9 +10,9 @@ What is fatal and what is only a warning:
 * fatal (:class:`ToolBuildError`): an unsupported toolbox kind or bindings; a ``bashToolboxes``
   path that is missing (directory, or ``SingleTool`` file) or not executable; two tools with the
   same name.
-* warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation, docs/tools.md §3.2); a
-  missing ``toolDirectory`` (it also holds sub-agent files and is often declared without tools);
-  a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
+* warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation,
+  docs/tools.md §3.2); a missing ``toolDirectory`` (it also holds sub-agent files and is often
+  declared without tools); a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
 
 Sub-agent tools (``io_prompt_agent_<slug>``) and other in-process tools are not built here: the
 session engine builds them and adds them with :meth:`ToolSet.with_extra_tools`, which applies the
