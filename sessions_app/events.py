@@ -1,8 +1,8 @@
-"""The only writer of events: durable rows, announced after commit (spec/server-api.md §4).
+"""The only writer of events: durable rows, announced after commit (docs/api.md §9).
 
 An event's ``data`` is ``{"kind", "seq", "session_id", "owner", ...payload}``. It is rendered from
 the stored row the same way every time, so a replayed event is byte-for-byte the event sent live
-(spec/DECISIONS.md 14).
+(docs/api.md §9.7).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def emit(kind: str, session_id: uuid.UUID | str, owner: str | None, /, **payload
         kind: the wire kind, e.g. ``session.updated``, ``run.stopped``.
         session_id: the session it is about.
         owner: the owner of the session's root (``None`` without authentication).
-        **payload: the kind's fields (spec/server-api.md §4.5).
+        **payload: the kind's fields (docs/api.md §9.6).
     Returns:
         The stored row; readers are woken once the transaction commits.
     """

@@ -1,4 +1,4 @@
-"""The mailbox: mail bodies, envelopes, cursors, and folding mail into turns (spec/sessions.md §4).
+"""The mailbox: mail bodies, envelopes, cursors, and folding mail into turns (docs/sessions.md §6).
 
 Two cursors live in the session document: ``mailCursor`` (every non-control envelope at or
 below it has been folded into a stored turn) and ``controlCursor`` (every control envelope at or
@@ -24,7 +24,7 @@ RESUME = {"tag": "control", "message": {"tag": "resume"}}
 STOP_RUN = {"tag": "control", "message": {"tag": "stopRun"}}
 CANCEL_ALL_ATTACHED = {"tag": "control", "message": {"tag": "cancelAllAttached"}}
 
-#: Mail kinds an agent's ``wakeOn`` may list, and its default (spec/sessions.md §4.8).
+#: Mail kinds an agent's ``wakeOn`` may list, and its default (docs/sessions.md §6.5).
 DEFAULT_WAKE_ON = ["user", "tool", "parent", "child"]
 
 
@@ -87,7 +87,7 @@ def is_control(envelope: MailEnvelope) -> bool:
 
 
 def envelope_view(envelope: MailEnvelope) -> dict[str, Any]:
-    """The Envelope JSON of spec/server-api.md §12."""
+    """The Envelope JSON (docs/api.md §5.5)."""
     return {
         "id": str(envelope.mail_id),
         "seq": envelope.seq,

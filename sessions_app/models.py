@@ -1,4 +1,4 @@
-"""Session and Continuation rows (spec/ARCHITECTURE.md "Storage", spec/server-api.md §7).
+"""Session and Continuation rows (docs/sessions.md §9).
 
 The conversation itself is the agents-exe session document, stored as TEXT rather than a JSON
 column: PostgreSQL's jsonb refuses ``\\u0000`` and reorders keys, and a session file must come
@@ -21,7 +21,7 @@ from sessions_app.document import pending_calls
 class Session(models.Model):
     """One conversation, its metadata and its run lease.
 
-    Status values (spec/server-api.md §3): ``ready``, ``running``, ``waiting_external``, ``idle``,
+    Status values (docs/api.md §3): ``ready``, ``running``, ``waiting_external``, ``idle``,
     ``failed``, ``paused``. A run is requested by setting ``status=running`` with a fresh
     ``run_id``; a worker claims it by writing ``run_owner`` and ``run_lease_until``.
     """
@@ -115,7 +115,7 @@ class Continuation(models.Model):
 
 
 class Event(models.Model):
-    """One event of the live streams, kept for replay (spec/DECISIONS.md 14).
+    """One event of the live streams, kept for replay (docs/api.md §9.7).
 
     ``seq`` is global and increasing. Events are inserted in the transaction of the change they
     report, and on PostgreSQL under a transaction-scoped advisory lock, so they become visible in
@@ -145,7 +145,7 @@ class EventRetention(models.Model):
 
 
 class MailEnvelope(models.Model):
-    """One piece of mail to a session (spec/sessions.md §4.2, spec/server-api.md §12).
+    """One piece of mail to a session (docs/sessions.md §6.1).
 
     ``seq`` is a total order per session; ``mail_id`` makes posting idempotent. Mail with
     ``seq`` at or below the document's ``mailCursor`` has been consumed by a stored step.
