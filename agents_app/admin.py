@@ -1,4 +1,4 @@
-"""Stored agents in the Django admin (spec/DECISIONS.md 17).
+"""Stored agents in the Django admin (docs/decisions.md §17).
 
 Operators create, edit and delete stored agents here with exactly the checks of
 ``PUT /v1/agents/:slug``: the form runs :func:`agents_app.services.stored_agent_prepare` (nothing is

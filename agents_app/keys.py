@@ -1,4 +1,4 @@
-"""The API keys file (spec/agent-files.md §6, spec/DECISIONS.md 5).
+"""The API keys file (docs/agents.md §6, docs/decisions.md §5).
 
 An agent's ``apiKeyId`` names an entry of this file; the entry's value is sent as the bearer
 token to the model endpoint. Two shapes are read:
@@ -62,7 +62,7 @@ def load_api_keys(path: str | Path | None) -> dict[str, str]:
 def api_key_for(keys: dict[str, str], key_id: str) -> str | None:
     """The secret for ``key_id``, or ``None`` when the file has none (or an empty one).
 
-    ``None`` means: send no ``Authorization`` header. It is not an error (DECISIONS 5).
+    ``None`` means: send no ``Authorization`` header. It is not an error (docs/decisions.md §5).
     """
     return keys.get(key_id) or None
 
@@ -123,7 +123,7 @@ def _json_kind(value: Any) -> str:
 
 
 def load_owner_api_keys(entries: list[str]) -> dict[str, dict[str, str]]:
-    """Read the ``--owner-api-keys OWNER=FILE`` entries (spec/server-api.md §5.5).
+    """Read the ``--owner-api-keys OWNER=FILE`` entries (docs/api.md §10.6).
 
     Each owner's file replaces the shared keys file for that owner's sessions: there is no merge.
 

@@ -1,4 +1,4 @@
-"""The LLM client: one chat-completions call for an agent (spec/agent-files.md §2, DECISIONS 5-6).
+"""The LLM client: one chat-completions call for an agent (docs/agents.md §7; docs/decisions.md §5, §6).
 
 Every flavor speaks OpenAI chat completions at ``<modelUrl>/chat/completions``, through the
 ``openai`` SDK. The flavors differ only in small ways:
@@ -11,9 +11,9 @@ Every flavor speaks OpenAI chat completions at ``<modelUrl>/chat/completions``, 
   logged once as a warning).
 
 Credentials come from the agent's key only: ``api_key=None`` (the key id is missing from the keys
-file, DECISIONS 5) sends no ``Authorization`` header at all, and the ``OPENAI_*`` environment
-variables the SDK would otherwise read are never used, so the server's own credentials cannot
-leak to whatever ``modelUrl`` an agent file names.
+file, docs/decisions.md §5) sends no ``Authorization`` header at all, and the ``OPENAI_*``
+environment variables the SDK would otherwise read are never used, so the server's own
+credentials cannot leak to whatever ``modelUrl`` an agent file names.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Flavors that get ``stream_options.include_usage`` when streaming (DECISIONS 6).
+#: Flavors that get ``stream_options.include_usage`` when streaming (docs/agents.md §7.2).
 OPENAI_FLAVORS = frozenset({"OpenAIv1", "openai", "OpenAI"})
 #: Every flavor we know; others are treated as generic OpenAI-compatible, with a warning.
 KNOWN_FLAVORS = OPENAI_FLAVORS | {"KimiV1", "MistralV1", "OllamaV1"}
 
-#: HTTP statuses that mean "overloaded, try again" (spec/agent-files.md §2.2); 529 is Anthropic-style.
+#: HTTP statuses that mean "overloaded, try again" (docs/agents.md §7.5); 529 is Anthropic-style.
 RETRY_STATUSES = frozenset({429, 502, 503, 529})
 #: Retries after the first attempt, for those statuses and for failed connections.
 MAX_RETRIES = 2
@@ -98,7 +98,7 @@ def complete(
 
     Args:
         spec: the agent; ``modelUrl``, ``modelName`` and ``flavor`` are used.
-        api_key: the key's value, or ``None`` for no ``Authorization`` header (DECISIONS 5).
+        api_key: the key's value, or ``None`` for no ``Authorization`` header (docs/agents.md §6).
         messages: OpenAI chat messages, oldest first (system message included).
         tools: OpenAI tool definitions ``[{"type": "function", "function": {...}}]``; not sent
             when empty.
@@ -308,7 +308,7 @@ def _fold_stream(stream: Any, on_text_delta: Callable[[str], None]) -> dict[str,
 
     Content and reasoning pieces are concatenated, tool calls assembled by ``index`` (the id, type
     and name from whichever fragment carries them, the ``arguments`` fragments appended), and the
-    last ``finish_reason`` and ``usage`` kept (spec/agent-files.md §2.3).
+    last ``finish_reason`` and ``usage`` kept (docs/agents.md §7.4).
     """
     header: dict[str, Any] = {}
     usage: dict[str, Any] | None = None

@@ -1,9 +1,9 @@
 """Loading agent files and the helper trees they define.
 
-Implements spec/agent-files.md §1 (file format, load-time checks of §1.10 items 1-5), §3.1-3.2
-(directory and ``extraAgents`` edges, breadth-first discovery, duplicate slugs, cycle warnings)
-and spec/DECISIONS.md 5 (envelope or bare contents, unknown keys ignored with a warning,
-relative paths resolved from the file that names them).
+Implements docs/agents.md §1, §3, §4 and §5: the file format, relative paths resolved from the
+file that names them, the helper tree (directory and ``extraAgents`` edges, breadth-first
+discovery, duplicate slugs, cycle warnings) and the load-time checks; the envelope, bare contents
+and unknown keys ignored with a warning are docs/decisions.md §5.
 
 Every problem is one line, ``"<file>: <message>"``, where ``<file>`` is the absolute path of the
 file the problem is about. Loading never stops at the first problem: a whole tree (or a whole
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from agents_app import schema
 from agents_app.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
 
-#: Suffixes of the files inside a ``toolDirectory`` that are helper agents (spec §3.1).
+#: Suffixes of the files inside a ``toolDirectory`` that are helper agents (docs/agents.md §4).
 AGENT_FILE_SUFFIXES = (".json", ".tramaj")
 
 # Pydantic puts the member's class name into ``loc`` when a union member fails (e.g. the two
@@ -95,7 +95,7 @@ class LoadedAgent:
 
 @dataclass
 class AgentTree:
-    """A root agent and every helper reachable from it (spec §3.2).
+    """A root agent and every helper reachable from it (docs/agents.md §4).
 
     Attributes:
         root: the root agent.
@@ -112,7 +112,7 @@ class AgentTree:
 def parse_agent_document(document: Any, label: str) -> tuple[AgentSpec, dict[str, Any], list[str]]:
     """Validate a decoded agent document (the envelope or bare contents).
 
-    Checks the file-independent rules of spec/agent-files.md §1.1-1.2: envelope, field types,
+    Checks the file-independent rules of docs/agents.md §1 and §2: envelope, field types,
     required and non-empty fields. Paths are not looked at here.
 
     Args:
@@ -162,7 +162,7 @@ def format_validation_errors(error: ValidationError) -> list[str]:
 
 
 def load_agent_tree(path: str | Path) -> AgentTree:
-    """Load the agent file at ``path`` and every helper reachable from it (spec §3.2).
+    """Load the agent file at ``path`` and every helper reachable from it (docs/agents.md §4).
 
     Args:
         path: the root agent file; a relative path is taken from the current directory.
@@ -179,7 +179,7 @@ def load_agent_tree(path: str | Path) -> AgentTree:
 
 
 def load_agent_files(paths: Sequence[str | Path]) -> dict[str, AgentTree]:
-    """Load several root agent files, each into its own tree (spec §3.2).
+    """Load several root agent files, each into its own tree (docs/agents.md §4).
 
     The same helper may appear under several roots (each tree has its own copy); two roots with
     the same slug are refused. A file listed twice is loaded once.
@@ -302,7 +302,7 @@ class _TreeBuilder:
             return None
 
     def _check_paths(self, agent: LoadedAgent) -> None:
-        """The directories and files an agent names must exist (spec §1.3, §1.9.1)."""
+        """The directories and files an agent names must exist (docs/agents.md §3)."""
         spec = agent.spec
         if spec.toolDirectory is not None:
             tool_dir = agent.resolve(spec.toolDirectory)
@@ -374,7 +374,7 @@ class _TreeBuilder:
         return fresh
 
     def _warn_cycles(self, root: LoadedAgent) -> None:
-        """Warn about helper cycles reachable from the root (allowed for file agents, spec §3.2).
+        """Warn about helper cycles reachable from the root (allowed for file agents, docs/agents.md §4).
 
         One cycle is reported per edge that closes one in a depth-first walk: every cyclic group
         of agents gets at least one warning, and the count stays linear where listing every
@@ -416,7 +416,7 @@ def _agent_files_under(directory: Path) -> Iterator[Path]:
 
 
 def _did_you_mean(slug: str, *directories: Path) -> str:
-    """A hint naming agent files in ``directories`` whose slug is ``slug`` (spec §1.10 item 3).
+    """A hint naming agent files in ``directories`` whose slug is ``slug`` (docs/agents.md §4).
 
     Paths in the hint are relative to the first directory (the referring file's). Files that do
     not parse are skipped silently: they are not what is being reported.

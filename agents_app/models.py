@@ -1,4 +1,4 @@
-"""Stored agents (spec/server-api.md §6): agents defined over the API or in the admin, not by files.
+"""Stored agents (docs/api.md §12): agents defined over the API or in the admin, not by files.
 
 Every process (servers and workers) builds its stored agents from these rows, and checks one
 counter before each use (:class:`StoredAgentsGeneration`) so that an edit made through any

@@ -49,5 +49,5 @@ class AgentClient(openai.OpenAI):
         return f"agents-server (openai-python/{openai.__version__})"
 
     def _validate_headers(self, headers: Any, custom_headers: Any) -> None:
-        # No Authorization header is a legitimate request here (DECISIONS 5).
+        # No Authorization header is a legitimate request here (docs/decisions.md §5).
         return None

@@ -1,9 +1,9 @@
 """The agents this process serves: the agent files named in settings, then the stored agents.
 
 Each process (server or worker) loads the same files (``AGENTS_AGENT_FILES``), so every process
-agrees on the agents without sharing memory (spec/server-api.md §0 startup order, step 3).
-Stored agents (§6) come from the database and are checked for changes on every lookup of a slug
-that no file defines, so an edit made through one process is used by all of them at once.
+agrees on the agents without sharing memory (docs/api.md §14.1). Stored agents (docs/api.md §12)
+come from the database and are checked for changes on every lookup of a slug that no file
+defines, so an edit made through one process is used by all of them at once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class AgentRegistry:
         trees: root slug -> :class:`AgentTree`, as :func:`load_agent_files` returns.
         api_keys: key id -> secret, from the API keys file.
         owner_api_keys: owner -> (key id -> secret), from ``--owner-api-keys``: these replace
-            ``api_keys`` for that owner's sessions (spec/server-api.md §5.5).
+            ``api_keys`` for that owner's sessions (docs/api.md §10.6).
     """
 
     def __init__(

@@ -27,7 +27,7 @@ class RuntimeAgent:
     Attributes:
         loaded: the agent as loaded from its file.
         toolset: its tools (wire names -> tools).
-        policy: its tool-call policy (spec/sessions.md §3.1).
+        policy: its tool-call policy (docs/tools.md §5).
         api_key: the key for its ``apiKeyId``, or ``None`` (no Authorization header).
         owner_api_keys: owner -> keys, from ``--owner-api-keys`` (see :meth:`api_key_for`).
     """
@@ -39,7 +39,7 @@ class RuntimeAgent:
     owner_api_keys: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def api_key_for(self, owner: str | None) -> str | None:
-        """The key a session of ``owner`` calls the LLM with (spec/server-api.md §5.5).
+        """The key a session of ``owner`` calls the LLM with (docs/api.md §10.6).
 
         An owner with a keys file of their own uses that file only (a key id missing from it
         means no key); other owners, and sessions without one, use the shared file (``api_key``).

@@ -1,4 +1,4 @@
-"""The agent-file schema (spec/agent-files.md §1, spec/DECISIONS.md 5-6).
+"""The agent-file schema (docs/agents.md §1, §2; docs/decisions.md §5, §6).
 
 An agent file is ``{"tag": "OpenAIAgentDescription", "contents": {...}}``; a bare ``contents``
 object is accepted too. Agent-level keys are camelCase, toolbox keys PascalCase (except the
@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ENVELOPE_TAG = "OpenAIAgentDescription"
 
-#: What a slug may hold (agent-files.md §1.2 leaves the charset open; these are URL- and tool-name-safe).
+#: What a slug may hold (docs/agents.md §2): characters safe in URLs and in tool names.
 SLUG_PATTERN = re.compile(r"[A-Za-z0-9_.:-]+")
 
-#: Flavors we know (DECISIONS 6). ``openai`` and ``OpenAI`` are older spellings of OpenAIv1.
+#: Flavors we know (docs/agents.md §7.1). ``openai`` and ``OpenAI`` are older spellings of OpenAIv1.
 KNOWN_FLAVORS = {"OpenAIv1", "KimiV1", "MistralV1", "OllamaV1", "openai", "OpenAI"}
 
 
@@ -92,14 +92,14 @@ class PolicyRule(_Lenient):
 
 
 class ToolCallPolicyConfig(_Lenient):
-    """``toolCallPolicyConfig`` (spec/sessions.md §3.1): first matching rule wins, else default."""
+    """``toolCallPolicyConfig`` (docs/tools.md §5.1): first matching rule wins, else default."""
 
     default: Disposition = Field(default_factory=lambda: Disposition(tag="runSync"))
     rules: list[PolicyRule] = Field(default_factory=list)
 
 
 class ParameterDecl(_Lenient):
-    """A declared parameter (spec/agent-files.md §4.1)."""
+    """A declared parameter (docs/agents.md §8)."""
 
     name: str
     description: str | None = None

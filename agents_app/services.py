@@ -1,4 +1,4 @@
-"""Writes of stored agents: the one path for the API and the Django admin (spec/server-api.md §6).
+"""Writes of stored agents: the one path for the API and the Django admin (docs/api.md §12).
 
 A store is two steps. :func:`stored_agent_prepare` checks the body and loads the agent (its files
 written out, every tool's ``describe`` run) without touching the database; the admin runs it to
@@ -113,7 +113,7 @@ def _check_tools(loaded: LoadedAgent) -> ToolSet:
 
 
 def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
-    """Check a stored agent and load it, storing nothing (spec §6).
+    """Check a stored agent and load it, storing nothing (docs/api.md §12.2).
 
     Args:
         slug: the slug of the path.
@@ -189,7 +189,7 @@ def stored_agent_dependents(slug: str) -> list[str]:
 
 
 def stored_agent_delete(slug: str) -> StoredAgent:
-    """``DELETE /v1/agents/:slug``: remove a stored agent (spec §6).
+    """``DELETE /v1/agents/:slug``: remove a stored agent (docs/api.md §12.3).
 
     Sessions of the agent stay; their runs fail with ``unknown_agent`` until the slug exists
     again.

@@ -1,4 +1,4 @@
-"""Checking, loading and caching stored agents (spec/server-api.md §6, spec/agent-files.md §1.10 item 13).
+"""Checking, loading and caching stored agents (docs/api.md §12, docs/agents.md §9).
 
 A stored agent is an agent's ``contents`` plus ``files`` (relative path -> text). Unlike a file
 agent it may not reach the server's own files: every path is relative and stays inside the
@@ -35,7 +35,7 @@ from agentsite.errors import AgentFailedToLoad, AgentInvalidPaths, AgentUsesFile
 
 log = logging.getLogger("agents.stored")
 
-#: Keys that make an agent read files outside its own ``files`` (spec §6): refused.
+#: Keys that make an agent read files outside its own ``files`` (docs/api.md §12.2): refused.
 FILE_ONLY_KEYS = ("openApiToolboxes", "postgrestToolboxes", "skillSources", "autoEnableSkills")
 
 
@@ -114,7 +114,7 @@ def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
 
 
 def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
-    """Every path relative and inside the files (spec §6); bash toolboxes without ``root``.
+    """Every path relative and inside the files (docs/api.md §12.2); bash toolboxes without ``root``.
 
     Raises:
         ApiError: 400 ``agent_invalid_paths`` listing every bad path.
@@ -284,7 +284,7 @@ def relative_to(directory: Path, lines: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class StoredInfo:
-    """What the AgentDescriptor of a stored agent adds (spec §1.3)."""
+    """What the AgentDescriptor of a stored agent adds (docs/api.md §5.7)."""
 
     contents: dict[str, Any]
     files: dict[str, str]

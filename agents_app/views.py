@@ -1,6 +1,6 @@
 """``/v1/agents``: list and read agents; store and delete agents for admin owners.
 
-Implements spec/server-api.md §1.1 #4-7, §1.3 (AgentDescriptor) and §6 (stored agents).
+Implements docs/api.md §11 and §12, with the AgentDescriptor of docs/api.md §5.7.
 """
 
 from __future__ import annotations

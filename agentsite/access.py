@@ -1,12 +1,12 @@
 """Who is calling: origins and CORS, bearer and session tokens, and who may see which session.
 
-Implements spec/server-api.md §5 on the request side (the configuration is ``agentsite.auth``);
+Implements docs/api.md §10 on the request side (the configuration is ``agentsite.auth``);
 the README's "Owners, tokens and origins" says it for users.
 
-* :class:`CorsMiddleware` (outermost): answers every ``OPTIONS`` as a preflight (204, §5.7), lets
+* :class:`CorsMiddleware` (outermost): answers every ``OPTIONS`` as a preflight (204, docs/api.md §10.8), lets
   ``/healthz``, ``/openapi.json`` and ``/`` through before the origin check, refuses other
   requests from a non-loopback, unlisted ``Origin`` with 403 ``forbidden_origin`` when
-  authentication is off (§5.6), and puts the CORS headers on every answer to a listed origin.
+  authentication is off (docs/api.md §10.7), and puts the CORS headers on every answer to a listed origin.
 * :func:`principal_for` identifies the caller of a request from its token: the DRF
   authentication class (``agentsite.permissions``), the event-stream views and the answer to an
   unknown path all call it, so a request is identified the same way everywhere.
@@ -41,7 +41,7 @@ from agentsite.errors import (
     json_error,
 )
 
-#: Answered before the origin check and without a token (spec §1.1 rows 1-3, DECISIONS 8).
+#: Answered before the origin check and without a token (docs/api.md §13, docs/decisions.md §8).
 OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/"})
 #: Django's admin and its static files: operators log in with a Django account instead.
 ADMIN_PREFIXES = ("/admin/", "/static/")
@@ -53,7 +53,7 @@ PREFLIGHT_HEADERS = {
 }
 
 def identify(authorization: str | None, query_token: str | None, session_id: str | None) -> Principal:
-    """The caller presenting these credentials (spec §5.1-5.4).
+    """The caller presenting these credentials (docs/api.md §10.2-10.5).
 
     Args:
         authorization: the ``Authorization`` header, if any.
@@ -104,7 +104,7 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonR
 
 
 def session_owner(session_id: uuid.UUID) -> tuple[bool, str | None]:
-    """``(exists, owner)``: a session's owner is its root's owner (spec §5.2).
+    """``(exists, owner)``: a session's owner is its root's owner (docs/api.md §10.3).
 
     Sub-sessions are created with their root's owner; the walk up the parents still answers for
     a child stored without one.
@@ -181,7 +181,7 @@ def _add_cors_headers(response: HttpResponse, origin: str) -> None:
 
 
 class CorsMiddleware:
-    """Preflights, the origin check without authentication, and CORS headers (spec §5.6-5.7)."""
+    """Preflights, the origin check without authentication, and CORS headers (docs/api.md §10.7, §10.8)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -208,7 +208,7 @@ class CorsMiddleware:
 
 
 class WebsocketAccess:
-    """ASGI wrapper of the websocket routes: the origin check, as for HTTP (spec §5.6).
+    """ASGI wrapper of the websocket routes: the origin check, as for HTTP (docs/api.md §10.7).
 
     A refused handshake is closed before it is accepted (the client sees HTTP 403). Tokens are
     the consumer's to check (:func:`identify`), once its route is known.

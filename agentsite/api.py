@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from agentsite.errors import ApiError, BadRequest, ErrorSerializer
 from agentsite.permissions import AdminOwner, BearerAuthentication, SessionTokenScope, SessionVisible
 
-#: Seconds a ``wait=true`` request waits by default, and at most (spec/server-api.md §1.0).
+#: Seconds a ``wait=true`` request waits by default, and at most (docs/api.md §4.2).
 DEFAULT_WAIT_TIMEOUT = 120.0
 MAX_WAIT_TIMEOUT = 600.0
 

@@ -1,8 +1,8 @@
 """Who is calling: bearer tokens, owners, admin owners, session tokens and allowed origins.
 
-Implements the configuration side of spec/server-api.md §5: the tokens file (§5.1), admin owners
-(§5.3), the shape of session tokens (§5.4), the loopback rule of the origin check (§5.6) and the
-``--cors-origin`` list (§5.7). The request side (middleware, websocket guard) is in
+Implements the configuration side of docs/api.md §10.2, §10.4, §10.5, §10.7 and §10.8: the
+tokens file, admin owners, the shape of session tokens, the loopback rule of the origin check and
+the ``--cors-origin`` list. The request side (middleware, websocket guard) is in
 ``agentsite.access``.
 
 Tokens are never kept in clear: the tokens file may give a token or its SHA-256, and both end up
@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-#: Session tokens are ``st_`` followed by the hex of 32 random bytes (spec §5.4).
+#: Session tokens are ``st_`` followed by the hex of 32 random bytes (docs/api.md §10.5).
 SESSION_TOKEN_PREFIX = "st_"
-#: Hosts of the origins that pass the origin check without being listed (spec §5.6).
+#: Hosts of the origins that pass the origin check without being listed (docs/api.md §10.7).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -57,7 +57,7 @@ class Principal:
         return self.kind == "session"
 
 
-#: The caller when authentication is off: full access, no owner (spec §5.1).
+#: The caller when authentication is off: full access, no owner (docs/api.md §10.1).
 ANONYMOUS = Principal(kind="anonymous")
 
 
@@ -106,7 +106,7 @@ class AuthConfig:
         return normalized is not None and normalized in self.cors_origins
 
     def origin_allowed(self, origin: str | None) -> bool:
-        """The origin check (spec §5.6): no ``Origin``, a loopback host or a listed origin passes.
+        """The origin check (docs/api.md §10.7): no ``Origin``, a loopback host or a listed origin passes.
 
         Only applies without authentication; with it every origin passes.
         """
@@ -116,7 +116,7 @@ class AuthConfig:
 
 
 def load_tokens_file(path: str | Path) -> tuple[tuple[bytes, str], ...]:
-    """Read ``{"tokens": [{"owner", "sha256"} | {"owner", "token"}, ...]}`` (spec §5.1).
+    """Read ``{"tokens": [{"owner", "sha256"} | {"owner", "token"}, ...]}`` (docs/api.md §10.2).
 
     Several entries may name the same owner.
 
@@ -177,7 +177,7 @@ def normalize_origin(value: str) -> str | None:
     """``scheme://host[:port]`` with scheme and host lower-cased, or ``None`` when not an origin.
 
     The port is kept as written (``https://a.example`` and ``https://a.example:443`` differ: the
-    match is exact, spec §5.7). ``null`` and anything with a path, query or credentials is not an
+    match is exact, docs/api.md §10.8). ``null`` and anything with a path, query or credentials is not an
     origin.
     """
     try:
@@ -207,7 +207,7 @@ def is_loopback_origin(origin: str) -> bool:
 
 
 def build_auth_config(tokens_file: str, admin_owners: list[str], cors_origins: list[str]) -> AuthConfig:
-    """Check the authentication flags together and build the configuration (spec §0 refusals).
+    """Check the authentication flags together and build the configuration (docs/api.md §10.9).
 
     Args:
         tokens_file: ``--auth-tokens``; ``""`` leaves authentication off.

@@ -104,7 +104,7 @@ def _load_agents_or_exit() -> None:
         raise SystemExit(2) from error
     set_registry(registry)
     reset_runtime_agents()
-    # stored agents after the files (spec/server-api.md §0 step 3); skipped ones are logged
+    # stored agents after the files (docs/api.md §14.1); skipped ones are logged
     registry.stored.refresh(registry.file_slugs())
     for agent in registry.roots():
         try:
@@ -118,7 +118,7 @@ def _load_agents_or_exit() -> None:
 
 
 def _recover(*, all_claimed: bool) -> None:
-    """Startup recovery (spec/server-api.md §9.2): before the first request is accepted."""
+    """Startup recovery (docs/sessions.md §4.8): before the first request is accepted."""
     from sessions_app.services.recovery import recover_stale_runs
 
     recovered, resent = recover_stale_runs(all_claimed=all_claimed)
@@ -139,7 +139,7 @@ def _apply_auth_flags(args: argparse.Namespace) -> None:
 
 
 def _auth_config_or_exit() -> Any:
-    """Check the authentication flags together (spec/server-api.md §0); exit 2 naming the problem."""
+    """Check the authentication flags together (docs/api.md §10.9); exit 2 naming the problem."""
     from django.conf import settings
 
     from agentsite.auth import AuthConfigError, auth_config
@@ -236,7 +236,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Validate agent files: one line per problem on stderr, exit 1 when any (cli-and-mcp §3.3).
+    """Validate agent files: one line per problem on stderr, exit 1 when any (docs/agents.md §5).
 
     Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
     it and logs ``tools.skipped``), and so are two files with the same root slug.

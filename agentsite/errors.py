@@ -1,6 +1,6 @@
 """The error catalogue: every wire code, the error classes services raise, and the one answer shape.
 
-Every failure answers ``{"error": code, "message": text}`` (the README, "Errors"); clients decode
+Every failure answers ``{"error": code, "message": text}`` (docs/api.md §2); clients decode
 the code string into their own error type, so the strings of :class:`ErrorCode` never change.
 Services raise the classes below, which carry their code and HTTP status; only this module turns
 them into answers: the DRF exception handler for the API, :func:`json_error` for plain Django

@@ -1,7 +1,7 @@
 """JSON log lines on stderr: one object per line with ``ts``, ``kind`` and ``session_id``.
 
 Prompts, LLM payloads, headers, query strings and keys are never passed to the logger, so
-they never reach this formatter (spec/server-api.md §9.5).
+they never reach this formatter (docs/api.md §14.3).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if "request" in line:
             # Django adds the request to its error records; its text would carry the query string,
-            # where access tokens travel (spec/server-api.md §4.3): keep the method and path only
+            # where access tokens travel (docs/api.md §10.2): keep the method and path only
             request = line["request"]
             line["request"] = f"{getattr(request, 'method', '')} {getattr(request, 'path', '')}".strip()
         if record.exc_info:

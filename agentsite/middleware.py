@@ -11,7 +11,7 @@ from agentsite.errors import BadRequest, PayloadTooLarge, json_error
 
 
 class BodyLimitMiddleware:
-    """Refuse a declared body over the limit with 413 ``payload_too_large`` (spec/server-api.md §0).
+    """Refuse a declared body over the limit with 413 ``payload_too_large`` (docs/api.md §1.1).
 
     Bodies without a Content-Length are checked again by the JSON parser as they are read.
     Query parameters holding NUL are refused here too: PostgreSQL text cannot hold them.

@@ -1,4 +1,4 @@
-"""The HTTP server (daphne) with a graceful shutdown (spec/server-api.md §9.1).
+"""The HTTP server (daphne) with a graceful shutdown (docs/api.md §14.2).
 
 On SIGTERM or SIGINT: stop listening, end the event streams and answer ``wait=true`` requests
 with the current state, give the other requests up to ``--shutdown-grace`` seconds, then exit 0.

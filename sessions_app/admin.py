@@ -1,4 +1,4 @@
-"""Sessions in the Django admin (spec/DECISIONS.md 17): read them, and complete deferred calls.
+"""Sessions in the Django admin (docs/decisions.md §17): read them, and complete deferred calls.
 
 A session's page shows its conversation oldest first (user messages, assistant answers, tool
 calls and their results), its pending deferred calls, its continuations and its latest events,

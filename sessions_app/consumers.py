@@ -1,6 +1,6 @@
 """Websocket versions of the event streams: ``/v1/ws/sessions/:id`` and ``/v1/ws/events``.
 
-The same events and replay rules as the server-sent-event streams (spec/DECISIONS.md 16). The
+The same events and replay rules as the server-sent-event streams (docs/api.md §9.5). The
 first message says the replay mode, ``{"event": "replay", "data": {"replay": "live"}}``; then
 comes the snapshot (``{"event": "snapshot", "data": {...}}``) on a fresh per-session stream,
 then one message per event: ``{"id": seq, "event": kind, "data": {...}}``, ``data`` being the

@@ -1,4 +1,4 @@
-"""The session document: the agents-exe session JSON, kept as plain JSON (spec/DECISIONS.md 1).
+"""The session document: the agents-exe session JSON, kept as plain JSON (docs/sessions.md §1).
 
 A document is ``{"turns", "sessionId", "forkedFromSessionId", "turnId", "sessionVersion"?,
 "mailCursor"?}`` with ``turns`` newest first (``turns[0]`` is the head). Documents written by
@@ -14,7 +14,7 @@ reads them leniently and appends turns in the shapes agents-exe writes:
   calls are not all final. Its ``trackedCalls`` hold one entry per call of the LLM turn below it:
   ``{"tcId", "tcState", "tcCall", "tcResult", "tcContinuation", "tcPolicy"}`` with ``tcState``
   one of ``Ready | Running | Deferred | Completed | Failed``. Once every call is final the head
-  becomes a full ``UserTurn`` (spec/sessions.md §1.8).
+  becomes a full ``UserTurn`` (docs/sessions.md §1.6).
 
 Older agents-exe versions wrote a partial turn as three lists instead of ``trackedCalls``:
 ``completedResponses`` (``[call, response]`` pairs), ``pendingCalls`` (calls) and
@@ -35,7 +35,7 @@ from typing import Any
 
 FINAL_STATES = {"Completed", "Failed"}
 
-#: What the LLM is told for a call whose result is not in yet (spec/sessions.md §2.4).
+#: What the LLM is told for a call whose result is not in yet (docs/sessions.md §3.3).
 PLACEHOLDER_MESSAGE = "This tool call has not finished yet. Its result will be delivered in a later message."
 
 
@@ -95,7 +95,7 @@ def user_turn(
     query: Any,
     tool_responses: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
-    """A full ``UserTurn`` (spec/sessions.md §1.3-1.4)."""
+    """A full ``UserTurn`` (docs/sessions.md §1.3)."""
     return {
         "tag": "UserTurn",
         "contents": {
@@ -114,7 +114,7 @@ def llm_turn(
     tool_calls: list[dict[str, Any]],
     usage: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """An ``LlmTurn`` holding the provider's answer (spec/DECISIONS.md 1)."""
+    """An ``LlmTurn`` holding the provider's answer (docs/sessions.md §1.4)."""
     response: dict[str, Any] = {
         "rawResponse": raw_response,
         "responseText": text,
@@ -265,7 +265,7 @@ def tool_calls_of(llm_contents: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def status_of(document: dict[str, Any]) -> str:
-    """The status a session's turns imply when no run is active (spec/server-api.md §3).
+    """The status a session's turns imply when no run is active (docs/sessions.md §2).
 
     Returns:
         ``ready`` (empty session, or work for the LLM or the tools), ``idle`` (the head is a final
@@ -289,7 +289,7 @@ def status_of(document: dict[str, Any]) -> str:
 def pending_calls(document: dict[str, Any]) -> list[dict[str, Any]]:
     """The deferred calls still waiting on the head partial turn, as DeferredCallView dicts.
 
-    Shape (spec/server-api.md §1.3): ``{tool_call_id, continuation_token, tool, disposition,
+    Shape (docs/api.md §5.3): ``{tool_call_id, continuation_token, tool, disposition,
     call}``, where ``tool_call_id`` is our internal UUID and ``call.id`` the provider's id.
     """
     turn = head(document)
@@ -316,7 +316,7 @@ def pending_calls(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render_tool_response(response: Any) -> str:
-    """The text of a tool message for a stored tool response (spec/sessions.md §1.6 printing)."""
+    """The text of a tool message for a stored tool response (docs/sessions.md §1.5)."""
     response = unwrap_response(response)
     if isinstance(response, str):
         return response
@@ -346,7 +346,7 @@ def _media_label(media: dict[str, Any]) -> str:
 
 
 def _query_content(query: Any) -> Any:
-    """OpenAI user-message content for a ``userQuery`` (DECISIONS 2; agent-files.md §2.2)."""
+    """OpenAI user-message content for a ``userQuery`` (docs/sessions.md §3.3, docs/decisions.md §2)."""
     if isinstance(query, str):
         return query
     if not isinstance(query, dict):
@@ -389,12 +389,12 @@ def _clean_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def placeholder(call: dict[str, Any]) -> str:
-    """The tool message sent for a call whose result is not in yet (spec/sessions.md §2.4)."""
+    """The tool message sent for a call whose result is not in yet (docs/sessions.md §3.3)."""
     return json.dumps({"status": "running", "message": PLACEHOLDER_MESSAGE, "tool_call_id": call.get("id")})
 
 
 def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[str, Any]]:
-    """The chat-completions ``messages`` for a session (spec/agent-files.md §2.2).
+    """The chat-completions ``messages`` for a session (docs/sessions.md §3.3).
 
     Turns are replayed oldest first. A user turn yields its tool messages (exactly one per call
     of the LLM turn before it) and then its user message, so the provider always sees every tool
@@ -435,7 +435,7 @@ def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[s
 
 
 def media_from_api(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Convert HTTP ``media`` items (``mime``/``base64``/``filename``) to document keys (DECISIONS 2)."""
+    """Convert HTTP ``media`` items (``mime``/``base64``/``filename``) to document keys (docs/sessions.md §1.8)."""
     converted = []
     for item in items:
         media = {"mimeType": item["mime"], "base64Data": item["base64"]}
@@ -446,7 +446,7 @@ def media_from_api(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def apply_result(document: dict[str, Any], token: str, response: Any) -> dict[str, Any] | None:
-    """Write a deferred call's result into the head partial turn (spec/sessions.md §2.7).
+    """Write a deferred call's result into the head partial turn (docs/sessions.md §5).
 
     Returns:
         The new document (the head closed into a full ``UserTurn`` once every call is final), or

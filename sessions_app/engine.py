@@ -1,4 +1,4 @@
-"""One step of a session (spec/sessions.md §2.3-2.4): pure with respect to storage.
+"""One step of a session (docs/sessions.md §3.1, §3.2): pure with respect to storage.
 
 :func:`step` looks at the head turn and does one thing: asks the LLM (head is a user turn) or
 runs the tool calls of the head LLM turn, each as its policy says. It returns the new document
@@ -42,7 +42,7 @@ def run_tool_call(agent: RuntimeAgent, call: dict[str, Any], context: ToolContex
     """Run one tool call now and return ``(state, response)``.
 
     ``state`` is ``Completed`` or ``Failed``; a failure's response is an ``Error: ...`` text the
-    LLM sees (spec/sessions.md §1.6: there is no error variant of a tool response).
+    LLM sees (docs/sessions.md §1.5: there is no error variant of a tool response).
     """
     function = call.get("function") or {}
     name = function.get("name") or ""
@@ -211,7 +211,7 @@ def _run_calls(
     signals: RunSignals,
     on_tool_event: ToolEventCallback,
 ) -> StepResult:
-    """Run, start or defer every tool call of the head LLM turn (spec/sessions.md §2.4).
+    """Run, start or defer every tool call of the head LLM turn (docs/sessions.md §3.2).
 
     ``defer`` calls get a continuation; ``runAsync`` calls become background calls (started by the
     run loop once the step is stored); the others run one after another in this step. An
@@ -299,7 +299,7 @@ def _child_call(
     continuations: list[NewContinuation],
     children: list[NewChild],
 ) -> dict[str, Any]:
-    """A helper call: a child session will answer it (DECISIONS 13).
+    """A helper call: a child session will answer it (docs/sessions.md §7, docs/decisions.md §13).
 
     The call waits like a deferred one, on an internal continuation the child completes when it
     stops; the depth limit (``AGENTS_MAX_SUBAGENT_DEPTH``) turns runaway recursion into a tool

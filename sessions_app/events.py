@@ -1,8 +1,8 @@
-"""The only writer of events: durable rows, announced after commit (spec/server-api.md §4).
+"""The only writer of events: durable rows, announced after commit (docs/api.md §9).
 
 An event's ``data`` is ``{"kind", "seq", "session_id", "owner", ...payload}``. It is rendered from
 the stored row the same way every time, so a replayed event is byte-for-byte the event sent live
-(spec/DECISIONS.md 14).
+(docs/api.md §9.7).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The executing side runs the tool while a watcher renews the call's heartbeat and turns a
 cancellation request, written by any process, into a kill of the tool's process group. When the
 call ends its row is finished, never overwriting a cancellation; if the call was detached by
-then, its result is posted to the session as ``toolCallFinished`` mail (spec/sessions.md §3.6,
-§3.9). The rows themselves are ``sessions_app.background``.
+then, its result is posted to the session as ``toolCallFinished`` mail (docs/sessions.md §4.6,
+§6.7). The rows themselves are ``sessions_app.background``.
 """
 
 from __future__ import annotations

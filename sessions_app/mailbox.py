@@ -1,4 +1,4 @@
-"""The mailbox: mail bodies, envelopes, cursors, and folding mail into turns (spec/sessions.md §4).
+"""The mailbox: mail bodies, envelopes, cursors, and folding mail into turns (docs/sessions.md §6).
 
 Two cursors live in the session document: ``mailCursor`` (every non-control envelope at or
 below it has been folded into a stored turn) and ``controlCursor`` (every control envelope at or
@@ -36,7 +36,7 @@ RESUME = {"tag": "control", "message": {"tag": Control.RESUME.value}}
 STOP_RUN = {"tag": "control", "message": {"tag": Control.STOP_RUN.value}}
 CANCEL_ALL_ATTACHED = {"tag": "control", "message": {"tag": Control.CANCEL_ALL_ATTACHED.value}}
 
-#: Mail kinds an agent's ``wakeOn`` may list, and its default (spec/sessions.md §4.8).
+#: Mail kinds an agent's ``wakeOn`` may list, and its default (docs/sessions.md §6.5).
 DEFAULT_WAKE_ON = ["user", "tool", "parent", "child"]
 
 
@@ -104,7 +104,7 @@ def control_of(envelope: MailEnvelope) -> Control | None:
 
 
 def envelope_view(envelope: MailEnvelope) -> dict[str, Any]:
-    """The Envelope JSON of spec/server-api.md §12."""
+    """The Envelope JSON (docs/api.md §5.5)."""
     return {
         "id": str(envelope.mail_id),
         "seq": envelope.seq,

@@ -1,4 +1,4 @@
-"""Session and Continuation rows (spec/ARCHITECTURE.md "Storage", spec/server-api.md §7).
+"""Session and Continuation rows (docs/sessions.md §9).
 
 The conversation itself is the agents-exe session document, stored as TEXT rather than a JSON
 column: PostgreSQL's jsonb refuses ``\\u0000`` and reorders keys, and a session file must come
@@ -21,39 +21,14 @@ from sessions_app.document import pending_calls
 class Session(models.Model):
     """One conversation, its metadata and its run lease.
 
-    A run is requested by setting ``status=running`` with a fresh ``run_id``; a worker claims it
-    by writing ``run_owner`` and ``run_lease_until``. Without a run, the status is the one the
+    The statuses are those of docs/api.md §3. A run is requested by setting ``status=running``
+    with a fresh ``run_id``; a worker claims it by writing ``run_owner`` and ``run_lease_until``.
+    Without a run, the status is the one the
     turns imply (``document.status_of``: ``ready``, ``idle`` or ``waiting_external``) unless it is
     ``paused`` or ``failed``. Every change of status goes through ``sessions_app.store`` and is
     made by one of these (services are in ``sessions_app/services/``):
 
-    ============================  =====================  ===========================================
-    from                          to                     by
-    ============================  =====================  ===========================================
-    (new)                         ready                  ``sessions.session_create`` (no prompt, or
-                                                         ``run: none``), ``tree.session_fork``
-    (new)                         running                ``sessions.session_create``,
-                                                         ``tree.child_create`` (a helper call)
-    any but running               running                ``sessions.message_post``,
-                                                         ``sessions.session_resume``,
-                                                         ``continuations.continuation_complete``
-                                                         (last deferred result, ``resume``),
-                                                         ``mail.after_mail`` (mail that wakes it,
-                                                         a Resume control)
-    running                       ready, idle,           the run loop (``runner._finish``), and
-                                  waiting_external       ``recovery.recover_stale_runs`` (a dead
-                                                         worker's run)
-    running                       paused                 the run loop, on a Pause control
-    running                       failed                 the run loop, on a provider error or any
-                                                         exception (``status_detail`` says why)
-    ready, idle, waiting_external paused                 ``mail.after_mail`` (a Pause control
-                                                         without a run)
-    paused                        ready, idle,           ``mail.after_mail`` (a Resume control
-                                  waiting_external       without a run)
-    waiting_external              ready, idle,           ``continuations.continuation_complete``
-                                  waiting_external       (without ``resume``)
-    ============================  =====================  ===========================================
-    """
+    ============================  =====================  ====================================    """
 
     class Status(models.TextChoices):
         READY = "ready"
@@ -146,7 +121,7 @@ class Continuation(models.Model):
 
 
 class Event(models.Model):
-    """One event of the live streams, kept for replay (spec/DECISIONS.md 14).
+    """One event of the live streams, kept for replay (docs/api.md §9.7).
 
     ``seq`` is global and increasing. Events are inserted in the transaction of the change they
     report, and on PostgreSQL under a transaction-scoped advisory lock, so they become visible in
@@ -176,7 +151,7 @@ class EventRetention(models.Model):
 
 
 class MailEnvelope(models.Model):
-    """One piece of mail to a session (spec/sessions.md §4.2, spec/server-api.md §12).
+    """One piece of mail to a session (docs/sessions.md §6.1).
 
     ``seq`` is a total order per session; ``mail_id`` makes posting idempotent. Mail with
     ``seq`` at or below the document's ``mailCursor`` has been consumed by a stored step.

@@ -1,4 +1,4 @@
-"""The run loop, executed by a Celery worker (spec/ARCHITECTURE.md "The flow of one run", 2-4).
+"""The run loop, executed by a Celery worker (docs/sessions.md §4).
 
 A run is requested by a service (``status=running`` and a fresh ``run_id``). The task claims it
 with one conditional UPDATE; a second delivery of the same task, or a task for an older run,

@@ -1,4 +1,4 @@
-"""Reads of sessions: lookups, listings and the JSON views of spec/server-api.md §1.3."""
+"""Reads of sessions: lookups, listings and the JSON views of docs/api.md §5."""
 
 from __future__ import annotations
 
@@ -40,11 +40,11 @@ def session_list(
     before: datetime | None,
     owner: str | None = None,
 ) -> tuple[list[Session], datetime | None]:
-    """A page of sessions, newest ``updated_at`` first (spec/server-api.md §1.2 #9).
+    """A page of sessions, newest ``updated_at`` first (docs/api.md §7.2).
 
     Top-level sessions only, unless ``parent`` asks for that session's children. With ``owner``
-    (authentication on), only that owner's top-level sessions (§5.2); the children of a parent
-    the caller may see are all of its owner's.
+    (authentication on), only that owner's top-level sessions (docs/api.md §10.3); the children of
+    a parent the caller may see are all of its owner's.
 
     Returns:
         ``(rows, next_before)``: ``next_before`` is the last row's ``updated_at`` when the page is
@@ -102,7 +102,7 @@ def mail_list(session: Session, *, unread: bool) -> list[MailEnvelope]:
 
 
 def require_visible(principal: Principal, session_id: uuid.UUID) -> None:
-    """Refuse a session the caller may not see, as a missing one (spec/server-api.md §5.2).
+    """Refuse a session the caller may not see, as a missing one (docs/api.md §10.3).
 
     Raises:
         UnknownSession: it is missing or someone else's.
@@ -112,7 +112,7 @@ def require_visible(principal: Principal, session_id: uuid.UUID) -> None:
 
 
 def require_visible_token(principal: Principal, token: uuid.UUID) -> None:
-    """Refuse a continuation of a session the caller may not see, as a missing token (§5.2).
+    """Refuse a continuation of a session the caller may not see, as a missing token (docs/api.md §10.3).
 
     A token that does not exist is left to the service, which answers the same.
 

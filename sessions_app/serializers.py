@@ -1,4 +1,4 @@
-"""Input and output shapes of the sessions API (spec/server-api.md §1).
+"""Input and output shapes of the sessions API (docs/api.md §5, §7).
 
 Input serializers are strict about JSON types: a number where a string is expected is a
 ``bad_request``, not silently converted. Output serializers render every answer from the rows
@@ -74,7 +74,7 @@ class MailSenderField(serializers.JSONField):
 class MediaSerializer(serializers.Serializer):
     """An attachment: ``{"mime", "base64", "filename"?}``."""
 
-    # spec/DECISIONS.md 2: the HTTP API says mime/base64, the session document mimeType/base64Data
+    # docs/decisions.md §2: the HTTP API says mime/base64, the session document mimeType/base64Data
     mime = StrictCharField()
     base64 = StrictCharField(allow_blank=True, trim_whitespace=False)
     filename = StrictCharField(required=False, allow_null=True)

@@ -74,7 +74,7 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
         after = _after(request)
     except ValueError:
         return json_error(BadRequest("Last-Event-ID / after must be a non-negative integer"))
-    # another owner's session is answered as a missing one (spec §4.2, §5.2)
+    # another owner's session is answered as a missing one (docs/api.md §9.2, §10.3)
     if not await streams.in_db_thread(lambda: can_see(principal, sid)):
         return json_error(UnknownSession(session_id))
 
@@ -86,7 +86,7 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 def events_scope(principal: Principal, requested: str | None) -> Scope:
-    """The events ``/v1/events`` (or its websocket) sends this caller (spec §4.3).
+    """The events ``/v1/events`` (or its websocket) sends this caller (docs/api.md §9.3).
 
     Without authentication every session's (there are no owners); with it, ``owner`` (the default)
     is the caller's sessions and their sub-sessions, and ``all`` needs an admin owner.

@@ -6,7 +6,7 @@ lost), it reads the events committed since its position and hands them to the st
 they match. A stream that resumes (``Last-Event-ID`` / ``after``) subscribes first, learns the
 fanout's position ``p``, reads ``(after, p]`` from the database itself and then takes the live
 events after ``p`` from its queue: no gap and no duplicate at the seam, whatever is being
-written meanwhile (spec/DECISIONS.md 14, 16).
+written meanwhile (docs/api.md §9.4, §9.7).
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class OpenedStream:
 
 
 async def open_stream(scope: Scope, after: int | None, snapshot: Callable[[], dict[str, Any]] | None) -> OpenedStream:
-    """Subscribe and decide the replay mode (spec/server-api.md §4.4, DECISIONS 14).
+    """Subscribe and decide the replay mode (docs/api.md §9.4).
 
     Args:
         scope: the events wanted.

@@ -1,4 +1,4 @@
-"""The sessions REST API (spec/server-api.md §1): viewsets that parse, call one service, and render.
+"""The sessions REST API (docs/api.md §7): viewsets that parse, call one service, and render.
 
 Each action reads its input with an input serializer, calls a service (writes) or a selector
 (reads), and answers through an output serializer; the OpenAPI document is generated from the
@@ -63,9 +63,9 @@ def _session_id(value: str) -> uuid.UUID:
 def session_answer(request: Request, session: Session, *, created: bool = False, read_only: bool = False) -> Response:
     """Answer with the SessionView, after waiting for the run when ``wait=true``.
 
-    Create answers 201; the others 202 while the run is still going, else 200 (§1.0). A plain
-    read (``GET`` without ``wait``) always answers 200. A session token issued by this request
-    (``session.session_token``) is shown in the answer, this once.
+    Create answers 201; the others 202 while the run is still going, else 200 (docs/api.md §4.3).
+    A plain read (``GET`` without ``wait``) always answers 200. A session token issued by this
+    request (``session.session_token``) is shown in the answer, this once.
     """
     wait, timeout = wait_params(request)
     token = getattr(session, "session_token", None)
@@ -171,7 +171,7 @@ class SessionViewSet(ApiViewSet):
             sealed=bool(data.get("seal")),
             session_token_sha256=token_digest,
         )
-        # shown this once; only its digest is stored (spec §5.4)
+        # shown this once; only its digest is stored (docs/api.md §10.5)
         session.session_token = session_token
         return session_answer(request, session, created=True)
 

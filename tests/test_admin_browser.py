@@ -1,4 +1,4 @@
-"""An operator in a real browser (issue: owners and operators, acceptance 5; spec/DECISIONS.md 17).
+"""An operator in a real browser (issue: owners and operators, acceptance 5; docs/decisions.md §17).
 
 Headless Debian chromium, driven by Playwright, logs into the Django admin of a real ``agents
 serve`` (authentication on: the admin needs no bearer token, it has its own login), stores an

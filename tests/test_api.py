@@ -114,6 +114,6 @@ def test_media_reaches_the_model(setup: tuple[Server, MockLlmServer]) -> None:
     assert content[0] == {"type": "text", "text": "look"}
     assert content[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}
     assert content[2]["type"] == "text" and "a,b\n1,2" in content[2]["text"]
-    # the message alias of prompt (DECISIONS 9)
+    # the message alias of prompt (docs/decisions.md §9)
     alias = _create(server, {"agent": "beta", "message": {"text": "via alias"}})
     assert alias["session"]["turns"][1]["contents"]["userQuery"] == "via alias"

@@ -17,7 +17,7 @@ from tests.harness import Server
 
 
 def _post(server: Server, path: str, body: dict | None = None):
-    # no Content-Type, like the documented curl examples (DECISIONS 10)
+    # no Content-Type, like the documented curl examples (docs/decisions.md §10)
     return server.client.post(path, content=json.dumps(body) if body is not None else b"")
 
 

@@ -185,7 +185,7 @@ def test_missing_or_unknown_tokens_answer_401_and_tokens_stay_out_of_the_logs(se
         refused(server, "PUT", "/v1/agents/x", 401, "unauthorized", headers=headers, body={})
         refused(server, "POST", f"/v1/continuations/{uuid.uuid4()}", 401, "unauthorized", headers=headers)
         refused(server, "GET", "/v1/no-such-path", 401, "unauthorized", headers=headers)
-    # ?access_token= is read on the two event streams only (DECISIONS 8)
+    # ?access_token= is read on the two event streams only (docs/decisions.md §8)
     refused(server, "GET", f"/v1/sessions?access_token={TOKENS['alice']}", 401, "unauthorized")
     refused(server, "GET", f"/v1/sessions/{sid}?access_token={TOKENS['alice']}", 401, "unauthorized")
     stream = SseReader(f"{server.url}/v1/sessions/{sid}/events?access_token={TOKENS['alice']}")

@@ -1,4 +1,4 @@
-"""Stored agents over the API (issue: owners and operators, acceptance 4; spec/server-api.md §6).
+"""Stored agents over the API (issue: owners and operators, acceptance 4; docs/api.md §12).
 
 An admin owner stores an agent whose bash tool comes in ``files``; sessions run it with the real
 tool; every refusal is provoked and leaves the stored rows as they were; edits reach every

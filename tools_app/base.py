@@ -1,4 +1,4 @@
-"""The shape every tool kind produces (spec/tools.md §0.2, §0.3, §0.6, §0.8).
+"""The shape every tool kind produces (docs/tools.md §1).
 
 A :class:`Tool` is what the session engine sees: a wire name, a description and a JSON schema to
 declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash today; MCP,
@@ -42,7 +42,7 @@ def configured_output_max_bytes() -> int:
 
 @dataclass
 class ToolContext:
-    """Per-call values handed to :meth:`Tool.call` (tools.md §0.8).
+    """Per-call values handed to :meth:`Tool.call` (docs/tools.md §1.2).
 
     Attributes:
         session_id, conversation_id, turn_id: identifiers of the calling session (UUID strings).
@@ -73,9 +73,9 @@ class ToolResult:
     """The outcome of one tool call.
 
     Attributes:
-        response: a ``UserToolResponse`` in session-document JSON (sessions.md §1.6): a ``str`` for
-            text; ``{"type": "json", "content": ...}``; ``{"type": "media", "mimeType",
-            "base64Data", "filename"?}``; ``{"type": "mixed", "parts": [...]}``.
+        response: a ``UserToolResponse`` in session-document JSON (docs/sessions.md §1.5): a
+            ``str`` for text; ``{"type": "json", "content": ...}``; ``{"type": "media",
+            "mimeType", "base64Data", "filename"?}``; ``{"type": "mixed", "parts": [...]}``.
         is_error: ``True`` when the call failed; ``response`` then holds the text the LLM sees
             (``"Error: ..."``). There is no error variant in the session document, so the flag is
             only for callers (events, logs, status).
@@ -133,7 +133,7 @@ class Tool(ABC):
         }
 
     def system_properties(self) -> list[dict[str, Any]]:
-        """The agents-exe ``ParamProperty`` list describing the parameters (tools.md §0.3).
+        """The agents-exe ``ParamProperty`` list describing the parameters (docs/tools.md §1.4).
 
         The default derives it from the JSON schema; tool kinds whose agents-exe encoding differs
         (bash tools use ``OpaqueParamType``) override this.
@@ -181,7 +181,7 @@ class Tool(ABC):
 
 
 def json_schema_param_type(schema: dict[str, Any]) -> dict[str, Any]:
-    """Map one JSON-schema property to an agents-exe ``ParamType`` (tools.md §0.3)."""
+    """Map one JSON-schema property to an agents-exe ``ParamType`` (docs/tools.md §1.4)."""
     if "enum" in schema:
         return {"tag": "EnumParamType", "contents": [str(v) for v in schema["enum"]]}
     kind = schema.get("type")

@@ -1,4 +1,4 @@
-"""Tool names an LLM API accepts (spec/DECISIONS.md item 4, spec/tools.md §0.4-0.5).
+"""Tool names an LLM API accepts (docs/tools.md §2, docs/decisions.md §4).
 
 OpenAI-compatible APIs accept a function name only if it matches ``^[A-Za-z0-9_-]{1,64}$``.
 Most of our names already do (``bash_read-file``: dashes are kept, as the real agents-exe session
@@ -6,8 +6,9 @@ files show), but a slug or a toolbox name is user-controlled and may hold dots, 
 non-ASCII letters or be too long. Such a name is rewritten by :func:`normalize_tool_name` and the
 original is kept in a :class:`ToolNameMap` so that a call coming back from the LLM can be routed.
 
-Rules of :func:`normalize_tool_name` (deliberately simpler than the agents-exe proposal in
-tools.md §0.5, which conflicts with itself and forbids dashes that real sessions use):
+Rules of :func:`normalize_tool_name` (docs/tools.md §2; deliberately simpler than the rewriting
+agents-exe's documentation proposes, which contradicts itself and forbids the dashes real
+sessions use):
 
 1. A name that is already valid is returned unchanged.
 2. Every character outside ``[A-Za-z0-9_-]`` becomes ``_`` (one ``_`` per code point).

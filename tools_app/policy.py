@@ -1,4 +1,4 @@
-"""Tool-call policies: which disposition a call gets (spec/sessions.md §3.1-3.2, tools.md §13.1).
+"""Tool-call policies: which disposition a call gets (docs/tools.md §5).
 
 An agent's ``toolCallPolicyConfig`` is ``{"default": <disposition>, "rules": [{"tool": <name>,
 "disposition": <disposition>}, ...]}``. A rule matches the exact LLM-visible (wire) tool name;
@@ -8,11 +8,11 @@ is ``runSync``.
 Choices made here:
 
 * A rule written ``prompt_agent_<slug>`` (the IO slug used in prose) also matches the wire name
-  ``io_prompt_agent_<slug>``, and the other way round (DECISIONS.md item 4).
+  ``io_prompt_agent_<slug>``, and the other way round (docs/decisions.md §4).
 * ``decide`` may be given the tool's original (pre-normalization) name too, so a rule written
   with the name a script declares still matches after names.py rewrote it.
 * ``decorate`` is flattened to its innermost disposition by :meth:`ToolCallPolicy.decide`
-  (decorators are parsed but inert, as in agents-exe, sessions.md §3.3); a ``decorate`` without
+  (decorators are parsed but inert, as in agents-exe, docs/tools.md §5.2); a ``decorate`` without
   ``inner`` counts as ``runSync``. :meth:`ToolCallPolicy.disposition_for` gives the unflattened
   value for callers that want the decorators.
 * Every disposition tag the schema knows is accepted; whether the caller can honour

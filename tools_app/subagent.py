@@ -1,4 +1,4 @@
-"""Helper agents as tools: ``io_prompt_agent_<slug>`` (spec/tools.md §12.2, DECISIONS 4, 13).
+"""Helper agents as tools: ``io_prompt_agent_<slug>`` (docs/tools.md §6; docs/decisions.md §4, §13).
 
 The tool only declares the call to the LLM. Running it belongs to the session engine, which
 starts the helper as a child session of its own and gives its final answer back as the result.

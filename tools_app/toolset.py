@@ -1,4 +1,4 @@
-"""The tools of one agent (spec/tools.md §0.2, §1.1-1.2; DECISIONS.md item 4).
+"""The tools of one agent (docs/tools.md §2, §3.1, §7; docs/decisions.md §4).
 
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
 ``toolDirectory`` and ``bashToolboxes``, with LLM-valid, unique wire names. Toolbox kinds this
@@ -10,9 +10,9 @@ What is fatal and what is only a warning:
 * fatal (:class:`ToolBuildError`): an unsupported toolbox kind or bindings; a ``bashToolboxes``
   path that is missing (directory, or ``SingleTool`` file) or not executable; two tools with the
   same name.
-* warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation, §1.2); a
-  missing ``toolDirectory`` (it also holds sub-agent files and is often declared without tools);
-  a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
+* warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation,
+  docs/tools.md §3.2); a missing ``toolDirectory`` (it also holds sub-agent files and is often
+  declared without tools); a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
 
 Sub-agent tools (``io_prompt_agent_<slug>``) and other in-process tools are not built here: the
 session engine builds them and adds them with :meth:`ToolSet.with_extra_tools`, which applies the
@@ -108,9 +108,10 @@ class ToolSet:
     def with_extra_tools(self, extra: Sequence[Tool], *, prepend: bool = True) -> ToolSet:
         """A new toolset with ``extra`` added (the extension point for sub-agent and IO tools).
 
-        ``prepend`` puts them first, as agents-exe merges ``io ++ bash ++ ...`` (tools.md §0.2).
-        A tool whose name is not LLM-valid, or collides with a normalized name, is added as a
-        renamed shallow copy (the caller's object is left alone) and a warning is recorded.
+        ``prepend`` puts them first, as agents-exe lists its in-process tools before the bash
+        tools (docs/tools.md §1.4). A tool whose name is not LLM-valid, or collides with a
+        normalized name, is added as a renamed shallow copy (the caller's object is left alone)
+        and a warning is recorded.
 
         Raises:
             ToolBuildError: an extra tool has the same name as a tool already present (or as

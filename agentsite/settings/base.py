@@ -131,10 +131,10 @@ AGENTS = {
     "TOOL_OUTPUT_MAX_BYTES": env.int("AGENTS_TOOL_OUTPUT_MAX_BYTES", default=1024 * 1024),
     # Seconds an LLM request may take before the run fails.
     "LLM_TIMEOUT": env.float("AGENTS_LLM_TIMEOUT", default=300.0),
-    # Run lease: length and renewal period, in seconds (server-api.md §7).
+    # Run lease: length and renewal period, in seconds (docs/sessions.md §4.2).
     "LEASE_SECONDS": env.float("AGENTS_LEASE_SECONDS", default=30.0),
     "LEASE_RENEW_SECONDS": env.float("AGENTS_LEASE_RENEW_SECONDS", default=10.0),
-    # Body limit in bytes (server-api.md §0: 32 MiB).
+    # Body limit in bytes (docs/api.md §1.1: 32 MiB).
     "MAX_BODY_BYTES": env.int("AGENTS_MAX_BODY_BYTES", default=32 * 1024 * 1024),
     "STREAM_TOKENS": env.bool("AGENTS_STREAM_TOKENS", default=False),
     # How deep helper agents may call helper agents (a child session per call).
@@ -143,7 +143,7 @@ AGENTS = {
     "SSE_KEEPALIVE_SECONDS": env.float("AGENTS_SSE_KEEPALIVE_SECONDS", default=15.0),
     # Events older than this many seconds are pruned (replays from before them are unavailable).
     "EVENT_RETENTION_SECONDS": env.float("AGENTS_EVENT_RETENTION_SECONDS", default=24 * 3600.0),
-    # Bearer tokens file (spec/server-api.md §5.1); empty: authentication off.
+    # Bearer tokens file (docs/api.md §10.2); empty: authentication off.
     "AUTH_TOKENS_FILE": env("AGENTS_AUTH_TOKENS", default=""),
     # Owners allowed scope=all event streams and stored-agent edits (comma-separated).
     "ADMIN_OWNERS": [o.strip() for o in env("AGENTS_ADMIN_OWNERS", default="").split(",") if o.strip()],

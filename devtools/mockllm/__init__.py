@@ -2,7 +2,7 @@
 
 It lets the demo run without an API key (``agents mock-llm --script FILE --port P``) and gives the
 test suite a real HTTP endpoint to talk to. It speaks just enough of the OpenAI chat-completions
-API for the agents server (spec/agent-files.md §2): plain and streamed answers, tool calls,
+API for the agents server (docs/agents.md §7): plain and streamed answers, tool calls,
 reasoning text, usage, and error answers. Point an agent at it with
 ``"modelUrl": "http://127.0.0.1:PORT/v1"``; any ``modelName`` and any API key (or none) work.
 

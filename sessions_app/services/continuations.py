@@ -1,4 +1,4 @@
-"""Continuations: results posted for deferred calls (spec/server-api.md §1.2 #25, spec/DECISIONS.md 3)."""
+"""Continuations: results posted for deferred calls (docs/sessions.md §5, docs/decisions.md §3)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from sessions_app.store import lock_session, run_fields, run_is_active, store
 
 
 def normalize_tool_result(result: Any) -> Any:
-    """Check a continuation ``result`` (spec/DECISIONS.md 3) and return it in document form.
+    """Check a continuation ``result`` (docs/api.md §5.4) and return it in document form.
 
     A JSON string is a text result (stored as a bare string, as agents-exe writes text);
     otherwise ``{"type": "text"|"json"|"media"|"mixed", ...}``.
@@ -70,7 +70,7 @@ def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Session:
-    """Complete a deferred call (``POST /v1/continuations/:token``, §1.2 #25).
+    """Complete a deferred call (``POST /v1/continuations/:token``, docs/api.md §8).
 
     With a run active the result is recorded and the run applies it before its next step.
     Otherwise it is written into the session at once and, when ``resume`` is true and no other

@@ -1,4 +1,4 @@
-"""Mail and control (spec/sessions.md §4, spec/server-api.md §12): what posting mail does to a session."""
+"""Mail and control (docs/sessions.md §6): what posting mail does to a session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Writes only a session's owner makes: its parameters and its session token (spec/server-api.md §5.4, §11).
+"""Writes only a session's owner makes: its parameters and its session token (docs/api.md §7.13, §7.14).
 
 Like every other write they go through here (services write, selectors read), kept apart from
 the other services because they are about who may change what rather than how a session
@@ -25,7 +25,7 @@ from sessions_app.store import run_is_active, store
 
 
 def session_params_put(*, session_id: uuid.UUID, params: dict[str, Any]) -> Session:
-    """Set or clear session-scope parameter values (``PUT /v1/sessions/:id/params``, spec §1.2 #21, §11).
+    """Set or clear session-scope parameter values (``PUT /v1/sessions/:id/params``, docs/api.md §7.13).
 
     ``params`` is merged over the stored values; ``null`` removes one. Names are checked against
     the agent's ``parameters`` before anything is stored. The change is a stored version (and a
@@ -79,7 +79,7 @@ def session_params_put(*, session_id: uuid.UUID, params: dict[str, Any]) -> Sess
 
 
 def session_token_revoke(*, session_id: uuid.UUID) -> Session:
-    """Forget the session token (``DELETE /v1/sessions/:id/token``, spec §1.2 #22, §5.4).
+    """Forget the session token (``DELETE /v1/sessions/:id/token``, docs/api.md §7.14).
 
     Only the digest column changes: the conversation does not, so the version stays and a run in
     progress is not disturbed. Revoking a session that has no token is not an error.

@@ -1,4 +1,4 @@
-"""Recovery: runs whose worker died, and runs nobody claimed (spec/server-api.md §9.2)."""
+"""Recovery: runs whose worker died, and runs nobody claimed (docs/sessions.md §4.8)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
     A claimed run whose lease has expired (or every claimed run, with ``all_claimed``: at the
     start of the embedded server no other process can hold one) is stored as a restart would
     store it: the interrupted step is lost, the status is the one its turns imply, and nothing
-    resumes on its own (spec/server-api.md §9.2). A run requested more than a lease ago and still
+    resumes on its own (docs/sessions.md §4.8). A run requested more than a lease ago and still
     unclaimed (its task was lost with a broker or a process) is enqueued again; the claim makes a
     duplicate harmless.
 

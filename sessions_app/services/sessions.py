@@ -1,8 +1,7 @@
-"""Sessions: create, post a message, resume, pause and cancel (spec/server-api.md §1.2).
+"""Sessions: create, post a message, resume, pause and cancel (docs/api.md §7).
 
 A change that starts a run writes the change and requests the run (``status=running`` and a fresh
-``run_id``) in one transaction, and sends the run task on commit (spec/ARCHITECTURE.md "The flow
-of one run", step 1).
+``run_id``) in one transaction, and sends the run task on commit (docs/sessions.md §4.1).
 """
 
 from __future__ import annotations
@@ -42,12 +41,12 @@ def session_create(
     sealed: bool = False,
     session_token_sha256: str | None = None,
 ) -> Session:
-    """Create a session (``POST /v1/sessions``, spec/server-api.md §1.2 #8).
+    """Create a session (``POST /v1/sessions``, docs/api.md §7.1).
 
     Without a prompt and media the session is empty and ``ready``; with ``run="none"`` its first
     turn is stored and it stays ``ready``; otherwise a run is requested. A sub-session belongs to
-    its root's owner (§5.2), whoever creates it; ``sealed`` and the session token's digest (§5.4)
-    are the new session's own, never inherited.
+    its root's owner (docs/api.md §10.3), whoever creates it; ``sealed`` and the session token's
+    digest (docs/api.md §10.5) are the new session's own, never inherited.
 
     Raises:
         ApiError: 404 ``unknown_agent``; 404 ``unknown_session`` for a missing parent.
@@ -95,7 +94,7 @@ def message_post(
     interrupt: bool = False,
     owner: str | None = None,
 ) -> Session:
-    """Add a user message (``POST /v1/sessions/:id/messages``, §1.2 #12; DECISIONS 7).
+    """Add a user message (``POST /v1/sessions/:id/messages``, docs/api.md §7.5; docs/decisions.md §7).
 
     When the session can take a new user turn now (no run, and its head is a final answer, a
     user turn, or nothing), the message becomes that turn and a run starts (unless ``run`` is
@@ -137,7 +136,7 @@ def message_post(
 
 
 def session_resume(*, session_id: uuid.UUID, mode: str, owner: str | None = None) -> Session:
-    """Start a run on a stored session (``POST /v1/sessions/:id/resume``, §1.2 #13).
+    """Start a run on a stored session (``POST /v1/sessions/:id/resume``, docs/api.md §7.6).
 
     A paused session resumes, even while the run that is pausing has not stopped yet (a Resume
     control then cancels the Pause it follows).

@@ -1,5 +1,5 @@
-"""Session trees: helper agents as child sessions, fork and delete (spec/server-api.md §1.2 #11, #20;
-spec/DECISIONS.md 12-13)."""
+"""Session trees: helper agents as child sessions, fork and delete (docs/sessions.md §7, §8;
+docs/decisions.md §12, §13)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str 
     """Copy a session into a new one that starts no run (``POST /v1/sessions/:id/fork``).
 
     ``at_turn`` indexes ``turns`` newest first; the fork keeps that turn and every older one
-    (DECISIONS 12). Deferred and background calls are not copied: a kept head that still waits on
-    calls is closed as a cancelled run closes it. The fork keeps the source's parent link and
-    non-secret params, not its seal, token or mail.
+    (docs/decisions.md §12). Deferred and background calls are not copied: a kept head that
+    still waits on calls is closed as a cancelled run closes it. The fork keeps the source's
+    parent link and non-secret params, not its seal, token or mail.
 
     Raises:
         ApiError: 404 ``unknown_session``, ``unknown_turn``, ``unknown_agent``.

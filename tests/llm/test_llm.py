@@ -1,4 +1,4 @@
-"""agents_app.llm.complete against a real mock-llm server (spec/agent-files.md §2, DECISIONS 5-6)."""
+"""agents_app.llm.complete against a real mock-llm server (docs/agents.md §7; docs/decisions.md §5, §6)."""
 
 from __future__ import annotations
 
@@ -185,7 +185,7 @@ def test_error_event_mid_stream(mock_llm):
 
 
 # --------------------------------------------------------------------------------------------
-# Authorization (DECISIONS 5)
+# Authorization (docs/agents.md §6)
 
 
 def test_a_key_is_sent_as_bearer(mock_llm):

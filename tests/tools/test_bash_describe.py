@@ -1,4 +1,4 @@
-"""Bash tools loading: describe parsing, directory listing, error isolation (tools.md §1.2-1.3)."""
+"""Bash tools loading: describe parsing, directory listing, error isolation (docs/tools.md §3.1, §3.2)."""
 
 from __future__ import annotations
 

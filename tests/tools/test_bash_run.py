@@ -1,4 +1,4 @@
-"""Bash tools running: argument transport, environment, results, errors, timeouts (tools.md §1.4-1.6)."""
+"""Bash tools running: argument transport, environment, results, errors, timeouts (docs/tools.md §3.4-3.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""names.py: LLM-valid tool names and the reverse map (DECISIONS.md item 4)."""
+"""names.py: LLM-valid tool names and the reverse map (docs/tools.md §2, docs/decisions.md §4)."""
 
 from __future__ import annotations
 

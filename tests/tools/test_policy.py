@@ -1,4 +1,4 @@
-"""policy.py: toolCallPolicyConfig matching (sessions.md §3.1-3.2)."""
+"""policy.py: toolCallPolicyConfig matching (docs/tools.md §5)."""
 
 from __future__ import annotations
 
