@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -135,9 +136,7 @@ def complete(
         if flavor in OPENAI_FLAVORS:
             request["stream_options"] = {"include_usage": True}
 
-    # The SDK's own retries are off: it would also retry timeouts (tripling the caller's
-    # budget) and every 5xx; _with_retries keeps to overload statuses and connection failures.
-    client = AgentClient(agent_api_key=api_key, base_url=spec.modelUrl, timeout=timeout, max_retries=0)
+    client = _client(AgentClient, api_key, spec.modelUrl, timeout)
     url = f"{spec.modelUrl.rstrip('/')}/chat/completions"
     try:
         if on_text_delta is None:
@@ -148,8 +147,27 @@ def complete(
             return _answer_from_completion(_fold_stream(stream, on_text_delta))
     except openai.APIError as err:
         raise LlmError(_describe(err, timeout, url)) from err
-    finally:
-        client.close()
+
+
+_clients_lock = threading.Lock()
+_clients: dict[tuple[str | None, str, float], Any] = {}
+
+
+def _client(client_class: type, api_key: str | None, base_url: str, timeout: float) -> Any:
+    """The SDK client for this key, endpoint and timeout, made once per process and kept.
+
+    Reusing it keeps its connection pool (and TLS sessions) from one call to the next; the
+    client is safe to share between threads. The SDK's own retries are off: it would also retry
+    timeouts (tripling the caller's budget) and every 5xx; :func:`_with_retries` keeps to
+    overload statuses and connection failures.
+    """
+    key = (api_key, base_url, timeout)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = client_class(agent_api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+            _clients[key] = client
+        return client
 
 
 # --------------------------------------------------------------------------------------------

@@ -44,7 +44,9 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
     Returns:
         The stored row; readers are woken once the transaction commits.
     """
-    with transaction.atomic():
+    # inside the change's transaction (the usual case) no savepoint is needed: the event and the
+    # change commit or roll back together
+    with transaction.atomic(savepoint=False):
         _lock_sequence()
         event = Event.objects.create(
             session_id=session_id,

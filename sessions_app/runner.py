@@ -3,7 +3,8 @@
 A run is requested by a service (``status=running`` and a fresh ``run_id``). The task claims it
 with one conditional UPDATE; a second delivery of the same task, or a task for an older run,
 changes no row and exits, so a run never executes two steps at once. While the run goes on a
-heartbeat thread renews the lease; every store is fenced by the version and by the lease.
+the process's run monitor (``sessions_app.monitor``) renews the lease; every store is fenced by
+the version and by the lease.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, transaction
 from django.db.models import Q
 
 from agents_app.llm import LlmError
@@ -40,6 +40,7 @@ from sessions_app.event_types import (
     ToolStarted,
 )
 from sessions_app.models import Session
+from sessions_app.monitor import RunWatch, forget_run, watch_run
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
 from sessions_app.store import VersionConflict, lease_deadline, store
@@ -86,63 +87,6 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> bool:
     return True
 
 
-class _Heartbeat(threading.Thread):
-    """Renews the lease every ``AGENTS_LEASE_RENEW_SECONDS`` until stopped or lost, and watches
-    the mailbox every quarter second for stop and interrupt requests (``signals``)."""
-
-    def __init__(self, session_id: uuid.UUID, run_id: uuid.UUID) -> None:
-        super().__init__(name=f"lease-{session_id}", daemon=True)
-        self.session_id = session_id
-        self.run_id = run_id
-        self.stopped = threading.Event()
-        self.lost = threading.Event()
-        self.signals = RunSignals()
-        self.seen_mail_seq = 0
-
-    def run(self) -> None:
-        try:
-            renew_every = settings.AGENTS["LEASE_RENEW_SECONDS"]
-            last_renewal = time.monotonic()
-            while not self.stopped.wait(MAILBOX_CHECK_SECONDS):
-                self._watch_mailbox()
-                if time.monotonic() - last_renewal < renew_every:
-                    continue
-                last_renewal = time.monotonic()
-                now = db_now()
-                renewed = Session.objects.filter(pk=self.session_id, run_id=self.run_id, run_owner=WORKER_NAME).update(
-                    run_lease_until=lease_deadline(now)
-                )
-                if renewed != 1:
-                    self.lost.set()
-                    self.signals.stop.set()
-                    return
-        finally:
-            connection.close()
-
-    def _watch_mailbox(self) -> None:
-        last_mail_seq = Session.objects.filter(pk=self.session_id).values_list("last_mail_seq", flat=True).first()
-        if last_mail_seq is None:
-            self.signals.stop.set()
-            return
-        if last_mail_seq == self.seen_mail_seq:
-            return
-        self.seen_mail_seq = last_mail_seq
-        session = Session.objects.filter(pk=self.session_id).first()
-        if session is None:
-            self.signals.stop.set()
-            return
-        for envelope in mailbox.unread(session, session.document):
-            if mailbox.is_control(envelope):
-                if mailbox.control_of(envelope) == mailbox.Control.STOP_RUN:
-                    self.signals.stop.set()
-            elif envelope.priority == "interrupt":
-                self.signals.interrupt.set()
-
-
-#: Seconds between two looks at the mailbox while a run goes on.
-MAILBOX_CHECK_SECONDS = 0.25
-
-
 def run_session(session_id: str, run_id: str) -> None:
     """Execute run ``run_id`` of session ``session_id`` if this worker can claim it.
 
@@ -156,18 +100,17 @@ def run_session(session_id: str, run_id: str) -> None:
     if not claim_run(sid, rid):
         log.info("run not claimed", extra={"kind": "run.not_claimed", "session_id": session_id})
         return
-    heartbeat = _Heartbeat(sid, rid)
-    heartbeat.start()
+    heartbeat = watch_run(sid, rid, WORKER_NAME)
     try:
         _loop(sid, heartbeat)
     except LeaseLost:
         log.warning("lease lost", extra={"kind": "run.lease_lost", "session_id": session_id})
     finally:
-        heartbeat.stopped.set()
+        forget_run(heartbeat)
         close_old_connections()
 
 
-def _loop(session_id: uuid.UUID, heartbeat: _Heartbeat) -> None:
+def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
     session = Session.objects.get(pk=session_id)
     mode = session.run_mode or "until_blocked"
     log.info("run started", extra={"kind": "run.started", "session_id": str(session_id), "mode": mode})

@@ -83,8 +83,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
     }
+    # a connection per thread for the life of the process: opening one (and running the
+    # PRAGMAs) costs more than a whole step
+    DATABASES["default"]["CONN_MAX_AGE"] = None
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+    # kept between requests and tasks (seconds), checked before reuse after an error
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("AGENTS_DB_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, celery, channels --------------------------------------------------------------------
