@@ -57,17 +57,21 @@ def head(document: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def push_turn(document: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``document`` with ``turn`` as the new head and a fresh ``turnId``."""
-    updated = copy.deepcopy(document)
-    updated["turns"] = [turn, *updated.get("turns", [])]
+    """A copy of ``document`` with ``turn`` as the new head and a fresh ``turnId``.
+
+    The copy shares the older turns (turns are never changed in place), so that storing it
+    writes the new turn only.
+    """
+    updated = dict(document)
+    updated["turns"] = [turn, *document.get("turns", [])]
     updated["turnId"] = str(uuid.uuid4())
     return updated
 
 
 def replace_head(document: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``document`` whose head turn is replaced by ``turn``."""
-    updated = copy.deepcopy(document)
-    updated["turns"] = [turn, *updated.get("turns", [])[1:]]
+    """A copy of ``document`` whose head turn is replaced by ``turn`` (the older turns shared)."""
+    updated = dict(document)
+    updated["turns"] = [turn, *document.get("turns", [])[1:]]
     updated["turnId"] = str(uuid.uuid4())
     return updated
 

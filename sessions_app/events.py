@@ -64,10 +64,8 @@ def emit_session_created(session: Session) -> Event:
     return emit(EventKind.SESSION_CREATED, session.pk, session.owner, SessionMeta(**meta_view(session)))
 
 
-def emit_session_updated(session: Session) -> Event:
+def emit_session_updated(session: Session, head: dict[str, Any] | None) -> Event:
     """``session.updated``: the SessionMetaView of the stored version plus its ``head_turn``."""
-    turns = json.loads(session.document_json).get("turns") or []
-    head = turns[0] if turns else None
     payload = SessionUpdated(**meta_view(session), head_turn=head)
     return emit(EventKind.SESSION_UPDATED, session.pk, session.owner, payload)
 

@@ -9,12 +9,14 @@ back byte-compatible. Every stored change increments ``version``; writes are fen
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 from django.db import models
 
-from agentsite.common import TextJSONField
+from agentsite.common import TextJSONField, dump_json_text
 from sessions_app.document import pending_calls
 
 
@@ -57,7 +59,9 @@ class Session(models.Model):
     run_lease_until = models.DateTimeField(null=True, blank=True)
     # the seq of the newest mail envelope: a run learns that unread mail exists without a query
     last_mail_seq = models.IntegerField(default=0)
-    document_json = models.TextField()
+    # the session document without its turns (they are Turn rows), its keys in their order
+    header_json = models.TextField()
+    turn_count = models.IntegerField(default=0)
 
     class Meta:
         indexes = [
@@ -72,17 +76,27 @@ class Session(models.Model):
 
     @property
     def document(self) -> dict[str, Any]:
-        """The session document (agents-exe JSON, turns newest first): a fresh copy to change."""
-        return json.loads(self.document_json)
+        """The session document (agents-exe JSON, turns newest first), to change and store.
+
+        The dict and its ``turns`` list are this caller's own; the turns in it are shared with
+        every reader of this version and are never changed in place: a changed turn is a new
+        dict (``document.current_partial`` copies the head it changes).
+        """
+        document = dict(self.parsed_document())
+        document["turns"] = list(document["turns"])
+        return document
 
     def parsed_document(self) -> dict[str, Any]:
-        """The session document, parsed once per stored version: read it, never change it."""
-        cached = self.__dict__.get("_parsed_document")
-        if cached is None or cached[0] is not self.document_json:
-            cached = (self.document_json, json.loads(self.document_json))
-            self.__dict__["_parsed_document"] = cached
-        return cached[1]
+        """The session document of this version, shared by every reader: read it, never change it.
 
+        Assembled from ``header_json`` and the Turn rows, and kept for the next reader of the
+        same version (:data:`DOCUMENTS`); a newer version reads only the turns written since.
+        """
+        return DOCUMENTS.get(self)
+
+    def document_text(self) -> str:
+        """The session document as agents-exe session files hold it (JSON text)."""
+        return dump_json_text(self.parsed_document())
     @property
     def pending_calls(self) -> list[dict[str, Any]]:
         """The deferred calls waiting for a continuation (DeferredCallView dicts)."""
@@ -92,6 +106,122 @@ class Session(models.Model):
     def params_or_empty(self) -> dict[str, Any]:
         """The stored non-secret parameter values (``{}`` when none)."""
         return self.params or {}
+
+
+class Turn(models.Model):
+    """One turn of a session's document, stored on its own so that a step writes what it adds.
+
+    ``position`` counts from the oldest turn (0); the document lists turns newest first.
+    ``version`` is the session version that wrote the row, so a reader holding an older version
+    reads only the rows written since.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turn_rows")
+    position = models.IntegerField()
+    version = models.IntegerField()
+    turn_json = models.TextField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "position"], name="turn_position_per_session")]
+        # a newer version's rows, for a reader that holds an older one
+        indexes = [models.Index(fields=["session", "version"])]
+
+    def __str__(self) -> str:
+        return f"turn {self.position} of {self.session_id}"
+
+
+class DocumentCache:
+    """The documents of the sessions this process read or wrote lately, by session and version.
+
+    A step of a run reads and writes the same session again and again: keeping its document
+    saves parsing the whole history at every step. Bounded by the size of the cached turns'
+    JSON (``max_bytes``), least recently used first out.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        # session id -> (version, document, size in bytes)
+        self._entries: OrderedDict[Any, tuple[int, dict[str, Any], int]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, session: Session) -> dict[str, Any]:
+        """The document of ``session`` at its version (loading what is missing from the database)."""
+        with self._lock:
+            entry = self._entries.get(session.pk)
+            if entry is not None:
+                self._entries.move_to_end(session.pk)
+        if entry is not None and entry[0] == session.version:
+            return entry[1]
+        document, size = _load_document(session, entry)
+        self.put(session.pk, session.version, document, size)
+        return document
+
+    def put(self, session_id: Any, version: int, document: dict[str, Any], size: int) -> None:
+        """Keep ``document`` as version ``version`` of the session (``size``: its turns' bytes)."""
+        with self._lock:
+            old = self._entries.pop(session_id, None)
+            if old is not None:
+                self._bytes -= old[2]
+            self._entries[session_id] = (version, document, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes and len(self._entries) > 1:
+                _, (_, _, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
+
+    def peek(self, session_id: Any, version: int) -> dict[str, Any] | None:
+        """The cached document of exactly that version, without loading anything."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+        return entry[1] if entry is not None and entry[0] == version else None
+
+    def size_of(self, session_id: Any) -> int | None:
+        """The bytes counted for a cached session, or ``None``."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+        return entry[2] if entry is not None else None
+
+    def forget(self, session_id: Any) -> None:
+        """Drop a session (deleted)."""
+        with self._lock:
+            old = self._entries.pop(session_id, None)
+            if old is not None:
+                self._bytes -= old[2]
+
+
+def _load_document(
+    session: Session, known: tuple[int, dict[str, Any], int] | None
+) -> tuple[dict[str, Any], int]:
+    """Assemble a session's document: its header, then its turns newest first.
+
+    With ``known`` (an older version's document and its size), only the rows written after that
+    version are read; the other turns are the known document's.
+
+    Returns:
+        The document, and the bytes of JSON it was read from (for the cache's bound).
+    """
+    document = json.loads(session.header_json)
+    rows = Turn.objects.filter(session_id=session.pk, position__lt=session.turn_count)
+    oldest_first: list[Any] = [None] * session.turn_count
+    size = len(session.header_json)
+    if known is not None and known[0] < session.version:
+        old_turns = known[1]["turns"]
+        for position in range(min(len(old_turns), session.turn_count)):
+            oldest_first[position] = old_turns[len(old_turns) - 1 - position]
+        rows = rows.filter(version__gt=known[0])
+        size = known[2]
+    for position, text in rows.values_list("position", "turn_json"):
+        oldest_first[position] = json.loads(text)
+        size += len(text)
+    if any(turn is None for turn in oldest_first):
+        # a row the known document did not have and no newer row wrote: read them all again
+        return _load_document(session, None)
+    document["turns"] = oldest_first[::-1]
+    return document, size
+
+
+#: The documents this process holds (see :class:`DocumentCache`).
+DOCUMENTS = DocumentCache()
 
 
 class Continuation(models.Model):

@@ -17,7 +17,7 @@ from django.db.models import F
 from agentsite.common import db_now, dump_json_text
 from agentsite.errors import UnknownSession
 from sessions_app import events
-from sessions_app.models import Session
+from sessions_app.models import DOCUMENTS, Session, Turn
 
 RUN_MODES = ("step", "until_blocked")
 
@@ -28,6 +28,11 @@ class VersionConflict(Exception):
 
 def store(session: Session, document: dict[str, Any], *, fence_run: str | None = None, **fields: Any) -> Session:
     """Store a new version of ``session`` if nobody stored one since it was read.
+
+    Only what changed is written: the header (the document without its turns) on the session
+    row, and the Turn rows of the turns that are new or replaced (usually one: a step appends a
+    turn or replaces the head). The turns are compared with the version ``session`` was read
+    at, by identity first (documents built from it share its unchanged turns).
 
     Args:
         session: the row as read; its ``version`` is the expected one.
@@ -44,17 +49,68 @@ def store(session: Session, document: dict[str, Any], *, fence_run: str | None =
     query = Session.objects.filter(pk=session.pk, version=session.version)
     if fence_run is not None:
         query = query.filter(run_owner=fence_run, run_id=session.run_id)
-    document_json = dump_json_text(document)
-    changed = query.update(document_json=document_json, version=F("version") + 1, updated_at=now, **fields)
+    base = session.parsed_document()["turns"][::-1]
+    turns = document.get("turns") or []
+    new = turns[::-1]
+    first = _first_change(base, new)
+    header_json = _header_json(document)
+    version = session.version + 1
+    changed = query.update(
+        header_json=header_json, turn_count=len(new), version=F("version") + 1, updated_at=now, **fields
+    )
     if changed != 1:
         raise VersionConflict(f"session {session.pk} changed since version {session.version}")
-    session.document_json = document_json
-    session.version += 1
+    written = _write_turns(session.pk, version, new, first, len(base))
+    old_size = DOCUMENTS.size_of(session.pk) or len(header_json)
+    session.header_json = header_json
+    session.turn_count = len(new)
+    session.version = version
     session.updated_at = now
     for name, value in fields.items():
         setattr(session, name, value)
-    events.emit_session_updated(session)
+    DOCUMENTS.put(session.pk, version, _cached_copy(document, turns), old_size + written)
+    events.emit_session_updated(session, turns[0] if turns else None)
     return session
+
+
+def _first_change(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> int:
+    """The position (oldest first) of the first turn of ``new`` that ``base`` does not hold."""
+    for position, turn in enumerate(new):
+        if position >= len(base):
+            return position
+        if turn is not base[position] and turn != base[position]:
+            return position
+    return len(new)
+
+
+def _write_turns(session_id: Any, version: int, oldest_first: list[dict[str, Any]], first: int, stored: int) -> int:
+    """Write the turns from position ``first`` on; ``stored`` rows existed. Returns the bytes written."""
+    written = 0
+    if len(oldest_first) < stored:
+        Turn.objects.filter(session_id=session_id, position__gte=len(oldest_first)).delete()
+    inserts = []
+    for position in range(first, len(oldest_first)):
+        text = dump_json_text(oldest_first[position])
+        written += len(text)
+        if position < stored:
+            Turn.objects.filter(session_id=session_id, position=position).update(turn_json=text, version=version)
+        else:
+            inserts.append(Turn(session_id=session_id, position=position, version=version, turn_json=text))
+    if inserts:
+        Turn.objects.bulk_create(inserts)
+    return written
+
+
+def _header_json(document: dict[str, Any]) -> str:
+    """The document without its turns, as JSON text; ``turns`` keeps its place among the keys."""
+    return dump_json_text({key: (None if key == "turns" else value) for key, value in document.items()})
+
+
+def _cached_copy(document: dict[str, Any], turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the cache keeps of a stored document: the caller's dict and list are its own to change."""
+    if "turns" not in document:
+        return {"turns": list(turns), **document}
+    return {key: (list(turns) if key == "turns" else value) for key, value in document.items()}
 
 
 def insert_session(document: dict[str, Any], **fields: Any) -> Session:
@@ -65,11 +121,15 @@ def insert_session(document: dict[str, Any], **fields: Any) -> Session:
         **fields: the other columns (id, agent_slug, owner, status or run fields, ...).
     """
     now = db_now()
+    turns = document.get("turns") or []
+    header_json = _header_json(document)
     session = Session.objects.create(
-        version=1, created_at=now, updated_at=now, document_json=dump_json_text(document), **fields
+        version=1, created_at=now, updated_at=now, header_json=header_json, turn_count=len(turns), **fields
     )
+    written = _write_turns(session.pk, 1, turns[::-1], 0, 0)
+    DOCUMENTS.put(session.pk, 1, _cached_copy(document, turns), len(header_json) + written)
     events.emit_session_created(session)
-    events.emit_session_updated(session)
+    events.emit_session_updated(session, turns[0] if turns else None)
     return session
 
 

@@ -7,12 +7,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from sessions_app import document as doc
-from sessions_app.models import Session
-from sessions_app.store import store
+from sessions_app.models import DOCUMENTS, Session
+from sessions_app.store import insert_session, store
 from tests.harness import FIXTURES
 
 # a missing fixtures folder must fail the tests below, not skip them
@@ -27,18 +26,18 @@ def test_the_fixtures_are_there() -> None:
 @pytest.mark.parametrize("path", SESSION_FILES, ids=lambda p: p.name)
 def test_a_session_file_round_trips(path: Path) -> None:
     original = json.loads(path.read_text())
-    now = timezone.now()
-    session = Session.objects.create(
+    session = insert_session(
+        json.loads(path.read_text()),
         id=uuid.UUID(original["sessionId"]),
         agent_slug="imported",
         status=doc.status_of(original),
-        version=1,
-        created_at=now,
-        updated_at=now,
-        document_json=path.read_text(),
     )
+    DOCUMENTS.forget(session.pk)
     loaded = Session.objects.get(pk=session.pk).document
     assert loaded == original
+    # the text of the document is the file's JSON, key order included
+    assert json.loads(Session.objects.get(pk=session.pk).document_text()) == original
+    assert list(json.loads(Session.objects.get(pk=session.pk).document_text())) == list(original)
     # storing a new version of it keeps it equal too
     store(Session.objects.get(pk=session.pk), loaded)
     assert Session.objects.get(pk=session.pk).document == original
@@ -106,15 +105,8 @@ def test_a_legacy_wrapped_tool_response_renders_as_its_value() -> None:
 @pytest.mark.django_db
 def test_an_older_session_lists_its_pending_call_over_the_api() -> None:
     original = json.loads(OLDER_PARTIAL.read_text())
-    now = timezone.now()
-    session = Session.objects.create(
-        id=uuid.UUID(original["sessionId"]),
-        agent_slug="imported",
-        status=doc.status_of(original),
-        version=1,
-        created_at=now,
-        updated_at=now,
-        document_json=OLDER_PARTIAL.read_text(),
+    session = insert_session(
+        original, id=uuid.UUID(original["sessionId"]), agent_slug="imported", status=doc.status_of(original)
     )
     answer = APIClient().get(f"/v1/sessions/{session.pk}/pending")
     assert answer.status_code == 200

@@ -16,7 +16,7 @@ from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
 from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, SessionDeleted, SubcallCompleted, SubcallFailed, SubcallStarted
-from sessions_app.models import Continuation, Session
+from sessions_app.models import DOCUMENTS, Continuation, Session
 from sessions_app.outcomes import NewChild
 from sessions_app.services.continuations import continuation_complete
 from sessions_app.services.mail import append_mail
@@ -104,6 +104,7 @@ def session_delete(*, session_id: uuid.UUID, dry_run: bool) -> dict[str, Any]:
         if not dry_run:
             for session in tree:
                 Session.objects.filter(pk=session.pk).delete()
+                DOCUMENTS.forget(session.pk)
                 events.emit(EventKind.SESSION_DELETED, session.pk, session.owner, SessionDeleted())
     return {"sessions": [str(s.pk) for s in tree], "continuations": continuations, "dry_run": dry_run}
 
