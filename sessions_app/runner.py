@@ -168,7 +168,8 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                     # cancel or StopRun while the LLM was asked: the loop takes the control next
                     continue
                 else:
-                    _store_step(session, result)
+                    if _store_step(session, result, mode=mode):
+                        return
                     steps += 1
                     continue
             if done and _finish(session_id, mode, None, None, agent=agent):
@@ -184,10 +185,28 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
         _finish(session_id, mode, RunEnd.FAILED, f"{type(error).__name__}: {error}", agent=None)
 
 
-def _store_step(session: Session, result: Any) -> None:
-    """Store a step with its continuations and background calls; start those after commit."""
+def _store_step(session: Session, result: Any, *, mode: str) -> bool:
+    """Store a step with its continuations and background calls; start those after commit.
+
+    A step that leaves the run nothing to do (a final answer, or any step in ``step`` mode,
+    without calls started or deferred) and finds no new mail also ends the run, in the same
+    write: ``True`` is returned then.
+    """
+    final = None
+    if not (result.continuations or result.background or result.children):
+        status = doc.status_of(result.document)
+        if status == Session.Status.IDLE or mode == "step":
+            final = status
     with transaction.atomic():
-        session = _fenced_store(session, result.document)
+        if final is not None:
+            newest_mail = Session.objects.filter(pk=session.pk).values_list("last_mail_seq", flat=True).get()
+            if mailbox.may_have_unread(newest_mail, result.document):
+                final = None
+        if final is not None:
+            session = _fenced_store(session, result.document, **_stopped_fields(final, None))
+            _announce_stop(session, final, cancelled=False)
+        else:
+            session = _fenced_store(session, result.document)
         create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=True) for entry in result.background]
         calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))}
@@ -199,6 +218,29 @@ def _store_step(session: Session, result: Any) -> None:
             events.emit(EventKind.CALLS_DEFERRED, session.pk, session.owner, CallsDeferred(calls=calls))
         for row in rows:
             enqueue_background_call(row.pk)
+    if final is not None:
+        log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session.pk), "status": final})
+    return final is not None
+
+
+def _stopped_fields(final: str, detail: str | None) -> dict[str, Any]:
+    """The columns of a session whose run stops with status ``final``: the lease released."""
+    return {
+        "status": final,
+        "status_detail": detail if final == Session.Status.FAILED else None,
+        "run_id": None,
+        "run_mode": None,
+        "run_owner": None,
+        "run_lease_until": None,
+    }
+
+
+def _announce_stop(session: Session, final: str, *, cancelled: bool) -> None:
+    """``run.stopped``, and a child's outcome for the parent call waiting on it, after commit."""
+    events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=final))
+    if session.parent_id is not None:
+        session_id = session.pk
+        transaction.on_commit(lambda: deliver_to_parent(session_id, cancelled=cancelled))
 
 
 def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], RunEnd | None, bool]:
@@ -348,9 +390,9 @@ def _tool_event_emitter(session: Session) -> Callable[[EventKind, ToolStarted | 
     return emit_tool_event
 
 
-def _fenced_store(session: Session, document: dict[str, Any]) -> Session:
+def _fenced_store(session: Session, document: dict[str, Any], **fields: Any) -> Session:
     try:
-        return store(session, document, fence_run=WORKER_NAME)
+        return store(session, document, fence_run=WORKER_NAME, **fields)
     except VersionConflict:
         holder = Session.objects.filter(pk=session.pk).values_list("run_owner", flat=True).first()
         if holder != WORKER_NAME:
@@ -377,11 +419,12 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
             raise LeaseLost()
         document, applied = apply_completed_continuations(session, session.document)
         mark_applied(applied)
-        if status is None:
+        mail = mailbox.may_have_unread(session.last_mail_seq, document)
+        if status is None and mail:
             document, late_stop, _ = _take_controls(session, document)
             status = late_stop
         if status is None and mode == "until_blocked":
-            pending_mail = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)]
+            pending_mail = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)] if mail else []
             progress = (applied and doc.status_of(document) == "ready") or (pending_mail and mailbox.can_fold(document))
             if progress:
                 store(session, document, fence_run=WORKER_NAME)
@@ -391,20 +434,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
         final = str(status) if status in (RunEnd.FAILED, RunEnd.PAUSED) else doc.status_of(document)
         if status == RunEnd.FAILED:
             events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
-        session = store(
-            session,
-            document,
-            fence_run=WORKER_NAME,
-            status=final,
-            status_detail=detail if final == Session.Status.FAILED else None,
-            run_id=None,
-            run_mode=None,
-            run_owner=None,
-            run_lease_until=None,
-        )
-        events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=final))
-        if session.parent_id is not None:
-            was_cancelled = status == RunEnd.STOPPED
-            transaction.on_commit(lambda: deliver_to_parent(session_id, cancelled=was_cancelled))
+        session = store(session, document, fence_run=WORKER_NAME, **_stopped_fields(final, detail))
+        _announce_stop(session, final, cancelled=status == RunEnd.STOPPED)
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})
     return True
