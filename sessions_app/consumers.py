@@ -27,8 +27,7 @@ from sessions_app.streams import Scope
 class EventsConsumer(AsyncWebsocketConsumer):
     """Streams events to one websocket until it closes."""
 
-    # Events come from the fanout, not from the channel layer: a consumer that also received on
-    # the layer would compete with the process's event listener for it.
+    # Events come from the process's fanout (sessions_app.streams), not from a channel layer.
     channel_layer_alias = "no-layer"
 
     async def connect(self) -> None:
@@ -74,8 +73,8 @@ class EventsConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=json.dumps({"event": "replay", "data": {"replay": opened.replay}}))
         if opened.snapshot is not None:
             await self.send(text_data=json.dumps({"event": "snapshot", "data": opened.snapshot}, separators=(",", ":")))
-        async for frame in opened.frames:
-            if frame is not None:
+        async for batch in opened.frames:
+            for frame in batch or ():
                 await self.send(text_data=frame.message())
         # the stream ended: the server is shutting down
         await self.close(code=1001)

@@ -4,31 +4,31 @@ Events live in the database (``sessions_app.events``); a reader (an SSE stream, 
 ``wait=true`` request) reads them from there and only needs to be told *when* to look again.
 :func:`notify` wakes the readers of this process, from any thread: the streams on every
 notification, a reader of one session (:class:`SessionWatch`) only when that session changed. When
-the server runs with Redis, each commit is also announced on the channel layer group
-``agents.events`` with the sessions it changed, and every server process listens to that group
-(:func:`start_listener`) and wakes its own readers.
+the server runs with Redis, each commit is also published on the Redis channel ``agents.events``
+with the sessions it changed, and every server process subscribes to it (:func:`start_listener`)
+and wakes its own readers.
 
-The in-memory channel layer is not safe to use across threads and event loops (the embedded
-Celery worker runs in its own thread), so inside one process the hub is the path; between
-processes it is channels-redis.
+Inside one process the hub is the path; between processes, Redis pub/sub: an announcement is a
+wake-up, not data (the events are in the database), so one lost while a connection is replaced
+only delays readers until their next timed look.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import queue
 import threading
+import time
 from collections.abc import Iterable
 
-from channels import DEFAULT_CHANNEL_LAYER
-from channels.layers import channel_layers
+import redis
 from django.conf import settings
 from django.db import connection
 from django.db.transaction import on_commit as transaction_on_commit
 
 log = logging.getLogger("sessions.hub")
-
-GROUP = "agents.events"
 
 _lock = threading.Lock()
 _condition = threading.Condition(_lock)
@@ -143,50 +143,55 @@ class AsyncWaiter:
             _async_waiters.discard((self.loop, self.event))
 
 
-_sender_loop: asyncio.AbstractEventLoop | None = None
+#: The Redis pub/sub channel every process publishes its commits on.
+CHANNEL = "agents.events"
 
 
-def _sender() -> asyncio.AbstractEventLoop:
-    # One long-lived loop per process sends the announcements: the channel layer keeps its Redis
-    # connections per event loop, so a fresh loop per send would open new ones every time.
-    global _sender_loop
+class _Publisher(threading.Thread):
+    """Publishes this process's announcements on Redis, several commits per message when they
+    come faster than one round trip, so that a committing thread never waits for Redis."""
+
+    def __init__(self) -> None:
+        super().__init__(name="events-announcer", daemon=True)
+        self.pending: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
+
+    def run(self) -> None:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_keepalive=True)
+        while True:
+            ids = set(self.pending.get())
+            while True:
+                try:
+                    ids.update(self.pending.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                client.publish(CHANNEL, json.dumps(sorted(ids)))
+            except redis.RedisError:
+                # readers also re-read on a timer, so a lost announcement only delays them
+                log.warning("could not announce events", exc_info=True, extra={"kind": "events.announce_failed"})
+
+
+_publisher: _Publisher | None = None
+
+
+def _publish(ids: list[str]) -> None:
+    global _publisher
     with _lock:
-        if _sender_loop is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="events-announcer", daemon=True).start()
-            _sender_loop = loop
-        return _sender_loop
-
-
-def _own_layer() -> object:
-    # A layer instance of our own: the channel layer object Channels hands out is shared with the
-    # server's event loop, and channels-redis refuses receives from two loops on one instance.
-    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-
-
-_announce_layer: object | None = None
-
-
-async def _group_send(session_ids: list[str]) -> None:
-    global _announce_layer
-    try:
-        if _announce_layer is None:
-            _announce_layer = _own_layer()
-        await _announce_layer.group_send(GROUP, {"type": "events.committed", "sessions": session_ids})
-    except Exception:
-        # readers also re-read on a timer, so a lost announcement only delays them
-        log.warning("could not announce events", exc_info=True, extra={"kind": "events.announce_failed"})
+        if _publisher is None:
+            _publisher = _Publisher()
+            _publisher.start()
+    _publisher.pending.put(ids)
 
 
 def announce(session_ids: Iterable[str]) -> None:
     """Tell every process that these sessions changed: wake this one, and the others via Redis.
 
-    Never blocks the caller: the Redis send happens on the announcer thread.
+    Never blocks the caller: the Redis publish happens on the announcer thread.
     """
     ids = sorted({str(sid) for sid in session_ids})
     notify(ids)
     if settings.REDIS_URL:
-        asyncio.run_coroutine_threadsafe(_group_send(ids), _sender())
+        _publish(ids)
 
 
 def announce_on_commit(session_id: object) -> None:
@@ -212,32 +217,31 @@ _listener_started = False
 
 
 def start_listener() -> None:
-    """In a server process with Redis, relay the group's announcements to this process's hub.
+    """In a server process with Redis, relay the other processes' announcements to this hub.
 
-    Runs in a daemon thread with its own event loop; idempotent.
+    Runs in a daemon thread subscribed to :data:`CHANNEL`; idempotent. When the connection breaks
+    it wakes every reader of this process (they read again) and subscribes again.
     """
     global _listener_started
     with _lock:
         if _listener_started or not settings.REDIS_URL:
             return
         _listener_started = True
-    threading.Thread(target=lambda: asyncio.run(_listen()), name="events-listener", daemon=True).start()
+    threading.Thread(target=_listen, name="events-listener", daemon=True).start()
 
 
-async def _listen() -> None:
-    layer = _own_layer()
+def _listen() -> None:
     while True:
         try:
-            channel = await layer.new_channel()
-            await layer.group_add(GROUP, channel)
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_keepalive=True, health_check_interval=30)
+            subscription = client.pubsub(ignore_subscribe_messages=True)
+            subscription.subscribe(CHANNEL)
             while True:
-                try:
-                    message = await asyncio.wait_for(layer.receive(channel), timeout=3600)
-                except TimeoutError:
-                    # group membership expires in channels-redis: join again now and then
-                    await layer.group_add(GROUP, channel)
-                    continue
-                notify(message.get("sessions"))
-        except Exception:
+                # a timeout, so that the health check pings a connection that stays quiet
+                message = subscription.get_message(timeout=5.0)
+                if message is not None:
+                    notify(json.loads(message["data"]))
+        except (redis.RedisError, OSError, ValueError):
             log.warning("event listener lost Redis; retrying", exc_info=True, extra={"kind": "events.listener"})
-            await asyncio.sleep(1)
+            notify()
+            time.sleep(1)

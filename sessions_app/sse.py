@@ -33,8 +33,8 @@ def _response(opened: OpenedStream) -> StreamingHttpResponse:
         yield ""
         if opened.snapshot is not None:
             yield f"event: snapshot\ndata: {_compact(opened.snapshot)}\n\n"
-        async for frame in opened.frames:
-            yield ": keepalive\n\n" if frame is None else frame.sse()
+        async for batch in opened.frames:
+            yield ": keepalive\n\n" if batch is None else "".join(frame.sse() for frame in batch)
 
     response = StreamingHttpResponse(body(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

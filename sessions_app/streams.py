@@ -172,7 +172,7 @@ class OpenedStream:
 
     replay: str
     snapshot: dict[str, Any] | None
-    frames: AsyncIterator[Frame | None]
+    frames: AsyncIterator[list[Frame] | None]
 
 
 async def open_stream(scope: Scope, after: int | None, snapshot: Callable[[], dict[str, Any]] | None) -> OpenedStream:
@@ -185,7 +185,8 @@ async def open_stream(scope: Scope, after: int | None, snapshot: Callable[[], di
     Returns:
         ``replay``: ``live`` (no ``after``), ``replayed`` (every event after it is still stored), or
         ``unavailable`` (older than retention, or from the future: sent like a fresh connection).
-        ``frames`` yields frames in ``seq`` order, and ``None`` after ``keepalive`` seconds of silence.
+        ``frames`` yields batches of frames in ``seq`` order (all that were ready at once, so that
+        they go out in one write), and ``None`` after ``keepalive`` seconds of silence.
     """
     hub_fanout = await fanout()
     sub = hub_fanout.subscribe(scope)
@@ -201,7 +202,7 @@ async def open_stream(scope: Scope, after: int | None, snapshot: Callable[[], di
     return OpenedStream(replay, first, _frames(hub_fanout, sub, start))
 
 
-async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIterator[Frame | None]:
+async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIterator[list[Frame] | None]:
     keepalive = settings.AGENTS["SSE_KEEPALIVE_SECONDS"]
     try:
         last = start
@@ -211,21 +212,26 @@ async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIte
             batch = [f for f in batch if f.seq <= sub.position]
             if not batch:
                 break
-            for frame in batch:
-                last = frame.seq
-                if sub.scope.matches(frame):
-                    yield frame
+            last = batch[-1].seq
+            matching = [frame for frame in batch if sub.scope.matches(frame)]
+            if matching:
+                yield matching
         while not hub.shutting_down.is_set():
             try:
                 frame = await asyncio.wait_for(sub.queue.get(), keepalive)
             except TimeoutError:
                 yield None
                 continue
-            if frame is END:
+            ready = [frame]
+            while not sub.queue.empty():
+                ready.append(sub.queue.get_nowait())
+            ended = any(f is END for f in ready)
+            fresh = [f for f in ready if f is not END and f.seq > last]
+            if fresh:
+                last = fresh[-1].seq
+                yield fresh
+            if ended:
                 return
-            if frame.seq > last:
-                last = frame.seq
-                yield frame
     finally:
         hub_fanout.unsubscribe(sub)
 

@@ -118,10 +118,9 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "sessions.sweep", "schedule": env.float("AGENTS_SWEEP_EVERY_SECONDS", default=10.0)},
 }
 
-if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# the websocket consumers use no channel layer: events reach them through the process's hub,
+# and processes wake each other with Redis pub/sub (sessions_app.hub)
+CHANNEL_LAYERS: dict[str, dict[str, str]] = {}
 
 # --- the agents server's own settings ------------------------------------------------------------
 AGENTS = {
