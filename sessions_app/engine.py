@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.runtime import RuntimeAgent
 from django.conf import settings
 from django.db import close_old_connections
 
 from agents_app.llm import complete
+from agents_app.runtime import RuntimeAgent
 from sessions_app import background, executor
 from sessions_app import document as doc
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult

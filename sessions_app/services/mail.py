@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agents_app.runtime import runtime_agent
 from django.db import transaction
 
+from agents_app.runtime import runtime_agent
 from agentsite.common import db_now
 from sessions_app import document as doc
 from sessions_app import hub, mailbox
