@@ -24,6 +24,7 @@ from agents_app.runtime import RuntimeAgent
 from sessions_app import background, executor
 from sessions_app import document as doc
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
+from sessions_app.ports import DbSessionsPort
 from tools_app.base import ToolContext
 from tools_app.subagent import helper_slug
 
@@ -270,6 +271,8 @@ def _run_calls(
             tool_call_id=str(call.get("id") or ""),
             timeout=timeout,
             cancel=threading.Event(),
+            sessions=DbSessionsPort(session_id),
+            tools=agent.toolset,
         )
         on_tool_event("tool.started", tool_call_id=context.tool_call_id, tool=name)
         running = _InlineCall(agent, call, context)
