@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 
-from agents_app.builtins import BuiltinToolbox, SqliteConfig, SystemConfig, parse_builtin_toolboxes
+from agents_app.builtins import BuiltinToolbox, DeveloperConfig, SqliteConfig, SystemConfig, parse_builtin_toolboxes
 
 from .common import AgentLike, BuiltinTool, locate, make_sandbox
+from .developer import DeveloperTool
 from .sqlite import SqliteTool
 from .system import SystemTool
 
@@ -25,6 +26,8 @@ def _build_one(agent: AgentLike, box: BuiltinToolbox, warnings: list[str]) -> Bu
         if config.read_only and not path.is_file():
             warnings.append(f"{box.label}: the read-only database {path} does not exist; queries fail until it does")
         return SqliteTool(box, path)
+    if isinstance(config, DeveloperConfig):
+        return DeveloperTool(box, make_sandbox(agent, box))
     assert isinstance(config, SystemConfig)
     command_filter = locate(agent, config.CommandFilter) if config.CommandFilter else None
     if command_filter is not None and not os.access(command_filter, os.X_OK):

@@ -5,13 +5,15 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
 from agents_app.builtins import BuiltinToolbox
 from agents_app.schema import AgentSpec
 
-from ..base import Tool, ToolResult
+from ..base import Tool, ToolContext, ToolResult
+from ..bash.process import format_seconds, run_process
 from ..names import normalize_tool_name
 from .sandbox import FileSandbox
 
@@ -103,3 +105,40 @@ def json_safe(value: Any) -> Any:
 def json_size(value: Any) -> int:
     """Bytes of ``value`` as compact JSON text."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+
+
+class ShellError(Exception):
+    """A shell command that could not run to its end (not started, timed out, cancelled)."""
+
+
+def run_shell(command: str, ctx: ToolContext, cwd: Path | None = None) -> dict[str, Any]:
+    """Run ``sh -c command`` (in ``cwd``, else the working directory) as a bash tool runs: its
+    own process group, ended with the call; the call's time limit and cancellation apply.
+
+    Returns:
+        ``{"command", "exitCode", "stdout", "stderr", "duration"}`` (seconds), the outputs cut at
+        the call's output cap.
+    Raises:
+        ShellError: the shell did not start, the command timed out or was cancelled.
+    """
+    argv = ["/bin/sh", "-c", command]
+    if cwd is not None:
+        argv = ["/bin/sh", "-c", 'cd "$1" && exec /bin/sh -c "$2"', "sh", str(cwd), command]
+    started = time.monotonic()
+    try:
+        outcome = run_process(
+            argv, stdin_data=None, env=None, timeout=ctx.timeout, max_stdout=ctx.output_max_bytes, cancel=ctx.cancel
+        )
+    except (OSError, ValueError) as error:
+        raise ShellError(f"the command could not be started: {error}") from None
+    if outcome.cancelled:
+        raise ShellError("the command was cancelled")
+    if outcome.timed_out:
+        raise ShellError(f"the command timed out after {format_seconds(ctx.timeout)}")
+    return {
+        "command": command,
+        "exitCode": outcome.returncode,
+        "stdout": bytes(outcome.stdout).decode("utf-8", "replace"),
+        "stderr": outcome.stderr[-ctx.output_max_bytes :].decode("utf-8", "replace"),
+        "duration": round(time.monotonic() - started, 3),
+    }

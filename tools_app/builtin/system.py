@@ -37,9 +37,9 @@ from typing import Any
 from agents_app.builtins import DEFAULT_MAX_FILE_SIZE, SYSTEM_CAPABILITIES_LATER, BuiltinToolbox, SystemConfig
 
 from ..base import ToolContext, ToolResult
-from ..bash.process import format_seconds, run_process, tail_text
+from ..bash.process import run_process, tail_text
 from . import introspection
-from .common import BuiltinTool, json_result
+from .common import BuiltinTool, ShellError, json_result, run_shell
 from .sandbox import FileSandbox, SandboxError
 
 #: Environment variables never shown by env-vars: this server's own configuration.
@@ -225,29 +225,10 @@ class SystemTool(BuiltinTool):
         command = _string_argument(arguments, "command")
         if self.command_filter is not None:
             self._ask_filter(command, ctx)
-        started = time.monotonic()
         try:
-            outcome = run_process(
-                ["/bin/sh", "-c", command],
-                stdin_data=None,
-                env=None,
-                timeout=ctx.timeout,
-                max_stdout=ctx.output_max_bytes,
-                cancel=ctx.cancel,
-            )
-        except (OSError, ValueError) as error:
-            raise introspection.CapabilityError(f"the command could not be started: {error}") from None
-        if outcome.cancelled:
-            raise introspection.CapabilityError("the command was cancelled")
-        if outcome.timed_out:
-            raise introspection.CapabilityError(f"the command timed out after {format_seconds(ctx.timeout)}")
-        return {
-            "command": command,
-            "exitCode": outcome.returncode,
-            "stdout": bytes(outcome.stdout).decode("utf-8", "replace"),
-            "stderr": outcome.stderr[-ctx.output_max_bytes :].decode("utf-8", "replace"),
-            "duration": round(time.monotonic() - started, 3),
-        }
+            return run_shell(command, ctx)
+        except ShellError as error:
+            raise introspection.CapabilityError(str(error)) from None
 
     def _ask_filter(self, command: str, ctx: ToolContext) -> None:
         """Run the CommandFilter; return only when it answers ``allowed``.
