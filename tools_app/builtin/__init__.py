@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import os
 
-from agents_app.builtins import BuiltinToolbox, DeveloperConfig, SqliteConfig, SystemConfig, parse_builtin_toolboxes
+from agents_app.builtins import (
+    BuiltinToolbox,
+    DeveloperConfig,
+    LuaConfig,
+    SqliteConfig,
+    SystemConfig,
+    parse_builtin_toolboxes,
+)
 
 from .common import AgentLike, BuiltinTool, locate, make_sandbox
 from .developer import DeveloperTool
+from .lua import LuaTool
 from .sqlite import SqliteTool
 from .system import SystemTool
 
@@ -28,6 +36,8 @@ def _build_one(agent: AgentLike, box: BuiltinToolbox, warnings: list[str]) -> Bu
         return SqliteTool(box, path)
     if isinstance(config, DeveloperConfig):
         return DeveloperTool(box, make_sandbox(agent, box))
+    if isinstance(config, LuaConfig):
+        return LuaTool(box, make_sandbox(agent, box))
     assert isinstance(config, SystemConfig)
     command_filter = locate(agent, config.CommandFilter) if config.CommandFilter else None
     if command_filter is not None and not os.access(command_filter, os.X_OK):

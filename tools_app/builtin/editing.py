@@ -98,7 +98,7 @@ def _load(path: Path) -> TextFile:
         raise EditError(f"{path} is a directory") from None
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` by ``data`` atomically, keeping its mode."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -302,7 +302,7 @@ def write_file_range(sandbox: FileSandbox, tool: str, arguments: dict[str, Any],
     now = timezone.now()
     if commit:
         sandbox.check_write(given, len(data))
-        _write(path, data)
+        write_atomically(path, data)
     if row is None and not commit:
         row = StagedWrite.objects.create(
             tool=tool,
@@ -361,7 +361,7 @@ def patch_file(sandbox: FileSandbox, tool: str, arguments: dict[str, Any], ctx: 
         raise EditError(report) from None
     data = current.dump(lines, False if no_newline else None)
     sandbox.check_write(given, len(data))
-    _write(path, data)
+    write_atomically(path, data)
     return {
         "path": given,
         "hunksApplied": len(hunks),
