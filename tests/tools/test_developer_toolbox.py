@@ -4,6 +4,7 @@ the build command, all through the sandbox."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +244,8 @@ def test_the_build_command_runs_in_the_working_directory(work: Path) -> None:
     answer = call(tool, capability="build-command")
     assert (answer["exitCode"], answer["stdout"]) == (2, "built\n")
     assert "no BuildCommand" in fails(developer(work), capability="build-command")
+
+
+def test_only_regular_files_are_read(work: Path) -> None:
+    os.mkfifo(work / "pipe")
+    assert "is not a regular file" in fails(developer(work), capability="read-file-range", path=str(work / "pipe"))

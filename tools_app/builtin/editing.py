@@ -90,6 +90,8 @@ def _shown(line: str) -> str:
 
 
 def _load(path: Path) -> TextFile:
+    if path.exists() and not path.is_file():
+        raise EditError(f"{path} is not a regular file")
     try:
         return TextFile.parse(path.read_bytes())
     except FileNotFoundError:

@@ -379,6 +379,8 @@ class _Library:
             if "does not exist" in str(error):
                 raise _Missing(str(error)) from None
             raise
+        if not target.is_file():
+            raise ValueError(f"{path} is not a regular file")
         return target.read_bytes().decode("utf-8", "replace")
 
     def fs_write(self, path: Any, content: Any) -> bool:
