@@ -429,7 +429,7 @@ def _check_capabilities(box: BuiltinToolbox, label: str, warnings: list[str]) ->
             warnings.append(f"{label}: unknown capability {capability!r} ignored (known: {', '.join(known)})")
     file_caps = [c for c in box.capabilities if c in _FILE_CAPABILITIES.get(box.tag, ())]
     if file_caps and box.sandbox.predicate.tag == "AlwaysDeny":
-        warnings.append(f"{label}: no FileSandbox allows anything, so {', '.join(file_caps)} refuse every path")
+        warnings.append(f"{label}: no FileSandbox allows anything; every path is refused to {', '.join(file_caps)}")
     if isinstance(box.config, DeveloperConfig) and "build-command" in box.capabilities and not box.config.BuildCommand:
         warnings.append(f"{label}: build-command without BuildCommand; calls are refused")
 

@@ -162,7 +162,8 @@ def test_undocumented_capabilities_are_warnings_never_errors() -> None:
     assert warnings == [
         "builtinToolboxes[0] (DeveloperToolbox dev): unknown capability 'restore-file' ignored (known: show-spec,"
         " validate-agent, create-agent, create-tool, read-file-range, write-file-range, patch-file, build-command)",
-        "builtinToolboxes[0] (DeveloperToolbox dev): no FileSandbox allows anything, so patch-file refuse every path",
+        "builtinToolboxes[0] (DeveloperToolbox dev): no FileSandbox allows anything;"
+        " every path is refused to patch-file",
         "builtinToolboxes[1] (SystemToolbox s): unknown keys ignored: allowedPaths",
         "builtinToolboxes[1] (SystemToolbox s): capability 'wait' is not supported by this server yet; calls refused",
     ]
