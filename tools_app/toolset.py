@@ -1,10 +1,9 @@
 """The tools of one agent (spec/tools.md §0.2, §1.1-1.2; DECISIONS.md item 4).
 
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
-``toolDirectory`` and ``bashToolboxes`` and of its built-in toolboxes, with LLM-valid, unique
-wire names. Toolbox kinds this
-server does not implement yet make the build fail with one line per offending entry, so an agent
-never runs with a silently smaller tool list.
+``toolDirectory`` and ``bashToolboxes`` and the tools of its built-in toolboxes, with LLM-valid,
+unique wire names. Toolbox kinds this server does not implement yet make the build fail with one
+line per offending entry, so an agent never runs with a silently smaller tool list.
 
 What is fatal and what is only a warning:
 
