@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agents_app import schema
+from agents_app.builtins import parse_builtin_toolboxes
 from agents_app.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
 
 #: Suffixes of the files inside a ``toolDirectory`` that are helper agents (docs/agents.md §4).
@@ -113,7 +114,8 @@ def parse_agent_document(document: Any, label: str) -> tuple[AgentSpec, dict[str
     """Validate a decoded agent document (the envelope or bare contents).
 
     Checks the file-independent rules of docs/agents.md §1 and §2: envelope, field types,
-    required and non-empty fields. Paths are not looked at here.
+    required and non-empty fields, and the built-in toolboxes and file sandboxes
+    (``agents_app.builtins``). Paths are not looked at here.
 
     Args:
         document: the decoded JSON.
@@ -142,6 +144,10 @@ def parse_agent_document(document: Any, label: str) -> tuple[AgentSpec, dict[str
     if spec.flavor not in KNOWN_FLAVORS:
         known = ", ".join(sorted(KNOWN_FLAVORS))
         warnings.append(f"{label}: unknown flavor {spec.flavor!r} (known: {known})")
+    _, builtin_problems, builtin_warnings = parse_builtin_toolboxes(spec.builtinToolboxes, spec.fileSandboxes)
+    warnings.extend(f"{label}: {line}" for line in builtin_warnings)
+    if builtin_problems:
+        raise AgentLoadError([f"{label}: {line}" for line in builtin_problems], warnings)
     return spec, contents, warnings
 
 

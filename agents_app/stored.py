@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agents_app.builtins import builtin_paths
 from agents_app.loader import AgentLoadError, AgentTree, LoadedAgent, parse_agent_document
 from agents_app.schema import AgentSpec, unwrap_agent_json
 from agentsite.api import require_unicode
@@ -114,7 +115,8 @@ def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
 
 
 def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
-    """Every path relative and inside the files (docs/api.md §12.2); bash toolboxes without ``root``.
+    """Every path relative and inside the files (docs/api.md §12.2), built-in toolboxes' and
+    sandboxes' included; bash toolboxes without ``root``.
 
     Raises:
         ApiError: 400 ``agent_invalid_paths`` listing every bad path.
@@ -146,6 +148,10 @@ def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
         if any(key in holder for holder in (box, inner) for key in ("root", "Root")):
             problems.append(f"{where}: stored agents' bash toolboxes take no root")
         problem = _path_problem(inner.get("Path"), f"{where}.contents.Path", file=False)
+        if problem:
+            problems.append(problem)
+    for where, value in builtin_paths(contents):
+        problem = _path_problem(value, where, file=False)
         if problem:
             problems.append(problem)
     if problems:

@@ -25,6 +25,7 @@ from sessions_app import background, executor
 from sessions_app import document as doc
 from sessions_app.event_types import EventKind, ToolFinished, ToolStarted
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
+from sessions_app.ports import DbSessionsPort
 from tools_app.base import ToolContext
 from tools_app.subagent import helper_slug
 
@@ -268,6 +269,8 @@ def _run_calls(
             tool_call_id=str(call.get("id") or ""),
             timeout=timeout,
             cancel=threading.Event(),
+            sessions=DbSessionsPort(session_id),
+            tools=agent.toolset,
         )
         on_tool_event(EventKind.TOOL_STARTED, ToolStarted(tool_call_id=context.tool_call_id, tool=name))
         running = _InlineCall(agent, call, context)

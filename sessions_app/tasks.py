@@ -17,6 +17,7 @@ from sessions_app import background, events, executor, hub, runner
 from sessions_app.dispatch import RUN_BACKGROUND_CALL_TASK, RUN_SESSION_TASK
 from sessions_app.engine import run_tool_call
 from sessions_app.models import BackgroundCall
+from sessions_app.ports import DbSessionsPort
 from sessions_app.services.recovery import recover_stale_runs
 from tools_app.base import ToolContext
 
@@ -70,6 +71,8 @@ def run_background_call_task(call_id: str) -> None:
             tool_call_id=row.provider_call_id,
             timeout=timeout,
             cancel=cancel,
+            sessions=DbSessionsPort(str(session.pk)),
+            tools=agent.toolset,
         )
         return run_tool_call(agent, row.call, context)
 

@@ -47,11 +47,11 @@ def test_check_accepts_good_files_and_lists_every_problem_of_bad_ones() -> None:
         str(AGENTS / "agents_retro.json"),
     )
     assert bad.returncode == 1
+    # the System toolbox of demo-ollama runs now (README, "Built-in toolboxes")
+    assert bad.stdout.splitlines() == ["demo-ollama-qwen3-4bthinking: A main agent, capable of reasoning. (1 tools)"]
     problems = [line for line in bad.stderr.splitlines() if not line.startswith("warning:")]
     assert problems == [
         f"{AGENTS / 'dev-agents_agent.json'}: toolDirectory 'tools' not found (looked in {AGENTS / 'tools'})",
-        f"{AGENTS / 'demo-agents_ollama-01.json'}: demo-ollama-qwen3-4bthinking: builtinToolboxes[0]:"
-        " SystemToolbox toolboxes are not supported by this server yet",
         f"{AGENTS / 'agents_retro.json'}: extraAgents[0]: MissingAgentReference: helper 'faq' not found"
         f" (looked in {AGENTS / 'faq.json'})",
         f"{AGENTS / 'agents_retro.json'}: extraAgents[1]: MissingAgentReference: helper 'issuer' not found"

@@ -1,8 +1,8 @@
 """The shape every tool kind produces (docs/tools.md §1).
 
 A :class:`Tool` is what the session engine sees: a wire name, a description and a JSON schema to
-declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash today; MCP,
-OpenAPI, sub-agents later) is a factory of such objects, and policies, bindings or async execution
+declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash, the built-in
+toolboxes, sub-agents; MCP and OpenAPI later) is a factory of such objects, and policies, bindings or async execution
 wrap :meth:`Tool.call` rather than the toolbox.
 
 The output cap (README, "Tool output") lives here so that every tool kind gets it: a tool kind
@@ -20,9 +20,12 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from .ports import SessionsPort
 
 #: JSON-schema ``type`` → agents-exe ``ParamType`` tag, for :meth:`Tool.system_properties`.
 _SCALAR_PARAM_TYPES = {
@@ -55,6 +58,10 @@ class ToolContext:
             returns an error result saying it was cancelled). ``None`` means not cancellable.
         output_max_bytes: the most bytes the call may return (see :func:`cap_result`); by
             default :func:`configured_output_max_bytes`.
+        sessions: the sessions and tool calls the call may look at (``tools_app.ports``),
+            bound to the calling session; ``None`` where there is no session store.
+        tools: the agent's tools by wire name, for a tool that calls other tools (the Lua
+            portal); ``None`` for a call made through the portal, so portals never nest.
     """
 
     session_id: str
@@ -66,6 +73,16 @@ class ToolContext:
     session_json: str | None = None
     cancel: threading.Event | None = None
     output_max_bytes: int = field(default_factory=configured_output_max_bytes)
+    sessions: SessionsPort | None = None
+    tools: ToolLookup | None = None
+
+
+class ToolLookup(Protocol):
+    """An agent's tools by wire name (``tools_app.toolset.ToolSet`` is one)."""
+
+    def get(self, wire_name: str) -> Tool | None:
+        """The tool called ``wire_name``, ``None`` when there is none."""
+        ...
 
 
 @dataclass

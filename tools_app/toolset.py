@@ -1,9 +1,9 @@
 """The tools of one agent (docs/tools.md §2, §3.1, §7; docs/decisions.md §4).
 
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
-``toolDirectory`` and ``bashToolboxes``, with LLM-valid, unique wire names. Toolbox kinds this
-server does not implement yet make the build fail with one line per offending entry, so an agent
-never runs with a silently smaller tool list.
+``toolDirectory`` and ``bashToolboxes`` and the tools of its built-in toolboxes, with LLM-valid,
+unique wire names. Toolbox kinds this server does not implement yet make the build fail with one
+line per offending entry, so an agent never runs with a silently smaller tool list.
 
 What is fatal and what is only a warning:
 
@@ -33,6 +33,7 @@ from .base import Tool
 from .bash.loading import BashToolLoadError, load_bash_directory, load_single_tool
 from .bash.protocol import DescribeError
 from .bash.tool import BashTool
+from .builtin import build_builtin_tools
 from .names import ToolNameMap
 
 
@@ -40,6 +41,8 @@ class _AgentLike(Protocol):
     """What :func:`build_toolset` needs of ``agents_app.loader.LoadedAgent``."""
 
     spec: AgentSpec
+    path: Path | None
+    base_dir: Path
 
     def resolve(self, relative: str) -> Path: ...
 
@@ -148,7 +151,6 @@ def _unsupported(spec: AgentSpec) -> list[str]:
         ("mcpServers", spec.mcpServers, "MCP servers"),
         ("openApiToolboxes", spec.openApiToolboxes, "toolboxes"),
         ("postgrestToolboxes", spec.postgrestToolboxes, "toolboxes"),
-        ("builtinToolboxes", spec.builtinToolboxes, "toolboxes"),
         ("skillSources", spec.skillSources, "skill sources"),
     ]
     for key, entries, noun in kinds:
@@ -166,8 +168,9 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
 
     Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
     (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
-    ``SingleTool``). Paths go through ``agent.resolve`` (relative to the agent file's directory).
-    Every tool gets the wire name ``bash_<slug>``, normalized if an LLM API would reject it.
+    ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``). Paths go through
+    ``agent.resolve`` (relative to the agent file's directory). Bash tools get the wire name
+    ``bash_<slug>``; every name is normalized if an LLM API would reject it.
 
     Returns:
         the :class:`ToolSet` (possibly empty) with its warnings.
@@ -227,16 +230,19 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
         first_seen[tool.original_name] = (where, tool)
         unique.append(tool)
 
+    builtin, builtin_warnings, builtin_problems = build_builtin_tools(agent)
+    warnings.extend(builtin_warnings)
+    problems.extend(builtin_problems)
     if problems:
         raise ToolBuildError(problems)
 
-    names = ToolNameMap.build(tool.original_name for tool in unique)
-    for tool in unique:
+    tools: list[Tool] = [*unique, *builtin]
+    names = ToolNameMap.build(tool.original_name for tool in tools)
+    for tool in tools:
         wire = names.normalized(tool.original_name)
         assert wire is not None
         if wire != tool.original_name:
-            warnings.append(
-                f"{tool.path}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}"
-            )
+            where = getattr(tool, "path", None) or "builtinToolboxes"
+            warnings.append(f"{where}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}")
         tool.name = wire
-    return ToolSet(tools=list(unique), warnings=warnings)
+    return ToolSet(tools=tools, warnings=warnings)

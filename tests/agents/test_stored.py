@@ -16,6 +16,7 @@ from agents_app import services, stored
 from agents_app.registry import AgentRegistry, get_registry, set_registry
 from agents_app.runtime import reset_runtime_agents, runtime_agent
 from agentsite.errors import ApiError
+from tests.tools.conftest import make_ctx
 
 
 def _body(**extra: object) -> dict:
@@ -101,3 +102,45 @@ def test_directories_of_dead_processes_are_swept(tmp_path: Path) -> None:
     assert not stale.exists() and alive.exists()
     # this process's own directory holds its versions
     assert stored.materialize("x", {"a": "b"}).parent == stored.process_directory()
+
+
+def test_built_in_toolbox_paths_stay_relative_and_inside_the_files() -> None:
+    sqlite = {
+        "tag": "SqliteToolbox",
+        "contents": {"Name": "m", "Versioning": {"tag": "SqliteReadWrite", "path": "m.db"}},
+    }
+    stored.check_paths({"builtinToolboxes": [sqlite]}, {})
+    for contents in (
+        {
+            "builtinToolboxes": [
+                {
+                    **sqlite,
+                    "contents": {**sqlite["contents"], "Versioning": {"tag": "SqliteReadOnly", "path": "/var/data.db"}},
+                }
+            ]
+        },
+        {"fileSandboxes": {"s": {"fsbPredicate": {"tag": "Not", "contents": {"tag": "ChildOf", "contents": "../up"}}}}},
+        {"builtinToolboxes": [{"tag": "SystemToolbox", "contents": {"Name": "s", "CommandFilter": "/bin/true"}}]},
+    ):
+        with pytest.raises(ApiError) as caught:
+            stored.check_paths(contents, {})
+        assert caught.value.code == "agent_invalid_paths"
+
+
+@pytest.mark.django_db
+def test_a_stored_agents_sandbox_never_reaches_outside_its_files(registry: AgentRegistry) -> None:
+    developer = {
+        "tag": "DeveloperToolbox",
+        "contents": {
+            "Name": "dev",
+            "Capabilities": ["read-file-range"],
+            "FileSandbox": {"fsbPredicate": {"tag": "AlwaysAllow"}},
+        },
+    }
+    services.stored_agent_put("coder", _body(builtinToolboxes=[developer], files={"notes/a.txt": "hello\n"}), "root")
+    agent = runtime_agent("coder")
+    [tool] = agent.toolset.tools
+    inside = tool.call({"capability": "read-file-range", "path": "notes/a.txt"}, make_ctx())
+    assert inside.response["content"]["content"] == "1\thello\n"
+    outside = tool.call({"capability": "read-file-range", "path": "/etc/hostname"}, make_ctx())
+    assert outside.is_error and "is not allowed by the file sandbox" in outside.response
