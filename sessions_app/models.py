@@ -14,6 +14,7 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 
 from agentsite.common import TextJSONField, dump_json_text
@@ -135,11 +136,11 @@ class DocumentCache:
 
     A step of a run reads and writes the same session again and again: keeping its document
     saves parsing the whole history at every step. Bounded by the size of the cached turns'
-    JSON (``max_bytes``), least recently used first out.
+    JSON (``AGENTS_DOCUMENT_CACHE_BYTES``, 8 MiB by default; the parsed documents take a few
+    times that in memory), least recently used first out.
     """
 
-    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         # session id -> (version, document, size in bytes)
         self._entries: OrderedDict[Any, tuple[int, dict[str, Any], int]] = OrderedDict()
@@ -165,7 +166,7 @@ class DocumentCache:
                 self._bytes -= old[2]
             self._entries[session_id] = (version, document, size)
             self._bytes += size
-            while self._bytes > self.max_bytes and len(self._entries) > 1:
+            while self._bytes > settings.AGENTS["DOCUMENT_CACHE_BYTES"] and len(self._entries) > 1:
                 _, (_, _, dropped) = self._entries.popitem(last=False)
                 self._bytes -= dropped
 

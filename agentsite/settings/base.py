@@ -133,6 +133,8 @@ AGENTS = {
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
     # Bytes a tool call may return to the model (any tool kind); longer text is cut, with a note.
     "TOOL_OUTPUT_MAX_BYTES": env.int("AGENTS_TOOL_OUTPUT_MAX_BYTES", default=1024 * 1024),
+    # Bytes of session documents (as JSON) each process keeps parsed for the runs it executes.
+    "DOCUMENT_CACHE_BYTES": env.int("AGENTS_DOCUMENT_CACHE_BYTES", default=8 * 1024 * 1024),
     # Seconds an LLM request may take before the run fails.
     "LLM_TIMEOUT": env.float("AGENTS_LLM_TIMEOUT", default=300.0),
     # Run lease: length and renewal period, in seconds (docs/sessions.md §4.2).
