@@ -263,9 +263,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Validate agent files: one line per problem on stderr, exit 1 when any (cli-and-mcp §3.3).
 
     Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
-    it and logs ``tools.skipped``), and so are two files with the same root slug.
+    it and logs ``tools.skipped``), and so are two files with the same root slug. Each MCP server
+    is started, and the tools it lists are printed, one line per server.
     """
     from agents_app.loader import AgentLoadError, load_agent_tree
+    from tools_app.mcp.toolbox import McpToolbox
     from tools_app.toolset import ToolBuildError, build_toolset
 
     problems: list[str] = []
@@ -292,6 +294,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             problems.extend(f"{agent.path}: {helper_slug}: {warning}" for warning in toolset.warnings)
             if helper_slug == slug:
                 print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
+            for box in toolset.live:
+                if isinstance(box, McpToolbox):
+                    names = ", ".join(tool.name for tool in box.snapshot()[1]) or "no tools"
+                    print(f"{helper_slug}: MCP server {box.config.name}: {names}")
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,8 @@ class ToolContext:
             returns an error result saying it was cancelled). ``None`` means not cancellable.
         output_max_bytes: the most bytes the call may return (see :func:`cap_result`); by
             default :func:`configured_output_max_bytes`.
+        progress: optional; told ``(progress, total, message)`` as a tool reports progress (MCP
+            tools), in the thread that called :meth:`Tool.call`, before the call returns.
     """
 
     session_id: str
@@ -66,6 +69,7 @@ class ToolContext:
     session_json: str | None = None
     cancel: threading.Event | None = None
     output_max_bytes: int = field(default_factory=configured_output_max_bytes)
+    progress: Callable[[float, float | None, str | None], None] | None = None
 
 
 @dataclass
