@@ -233,7 +233,9 @@ class McpConnection:
         for attempt in (1, 2):
             session = await self.ensure_started(timeout)
             try:
-                return await session.call_tool(name, arguments, progress_callback=progress)
+                result = await session.call_tool(name, arguments, progress_callback=progress)
+                await self._take_in_changes(session)
+                return result
             except MCPError as error:
                 if attempt == 1 and _session_lost(error):
                     # an HTTP server that restarted forgot our session and ran nothing: a new one
@@ -247,6 +249,15 @@ class McpConnection:
                 self._mark_gone()
                 raise McpGone(_describe_error(error)) from error
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _take_in_changes(self, session: ClientSession) -> None:
+        """List the tools now when the server announced a change during a call, so that the
+        model's next request (which follows this result) offers the new list."""
+        await anyio.sleep(0)  # let a list_changed notification that came with the result land
+        if self._relist is not None and self._relist.is_set():
+            self._relist = anyio.Event()
+            with anyio.move_on_after(POLL_SECONDS):
+                await self._list_tools(session)
 
     def _mark_gone(self) -> None:
         """Consider the server gone: the session ends, and the next call starts it again."""
