@@ -83,7 +83,15 @@ def _real_agents(tmp_path: Path, llm_url: str) -> list[Path]:
     git_server = {"name": "git", "executable": str(VENV_BIN / "mcp-server-git"), "args": []}
     return [
         write_agent(tmp_path, "clock", llm_url, mcpServers=[{"tag": "McpSimpleBinary", "contents": time_server}]),
-        write_agent(tmp_path, "historian", llm_url, mcpServers=[{"tag": "McpSimpleBinary", "contents": git_server}]),
+        write_agent(
+            tmp_path,
+            "historian",
+            llm_url,
+            mcpServers=[{"tag": "McpSimpleBinary", "contents": git_server}],
+            # the policy applies to MCP tools too: this call runs in a Celery task of its own
+            executionMode="asynchronous",
+            toolCallPolicyConfig={"rules": [{"tool": "mcp_git_git_log", "disposition": {"tag": "runAsync"}}]},
+        ),
     ]
 
 
