@@ -80,7 +80,7 @@ def _descriptor(loaded: LoadedAgent, toolset: ToolSet) -> dict[str, Any]:
     descriptor = {
         "slug": spec.slug,
         "description": spec.announce,
-        "tools": [tool.name for tool in toolset.tools],
+        "tools": toolset.names(),
         "model": {"name": spec.modelName, "url": spec.modelUrl, "flavor": spec.flavor},
         "prompt": spec.system_prompt_text(),
         "parameters": [

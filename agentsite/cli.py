@@ -1,4 +1,4 @@
-"""The ``agents`` command line: serve, worker, check, mock-llm and Django management commands.
+"""The ``agents`` command line: serve, worker, check, mcp-server, mock-llm and Django management commands.
 
 Every flag has an environment variable, so a container can be configured either way; a flag
 wins over its variable. The variables are read through ``agentsite.env.env``, here for the flags'
@@ -239,9 +239,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Validate agent files: one line per problem on stderr, exit 1 when any (docs/agents.md §5).
 
     Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
-    it and logs ``tools.skipped``), and so are two files with the same root slug.
+    it and logs ``tools.skipped``), and so are two files with the same root slug. Each MCP server
+    is started, and the tools it lists are printed, one line per server.
     """
     from agents_app.loader import AgentLoadError, load_agent_tree
+    from tools_app.mcp.toolbox import McpToolbox
     from tools_app.toolset import ToolBuildError, build_toolset
 
     problems: list[str] = []
@@ -268,9 +270,37 @@ def cmd_check(args: argparse.Namespace) -> int:
             problems.extend(f"{agent.path}: {helper_slug}: {warning}" for warning in toolset.warnings)
             if helper_slug == slug:
                 print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
+            for box in toolset.live:
+                if isinstance(box, McpToolbox):
+                    names = ", ".join(tool.name for tool in box.snapshot()[1]) or "no tools"
+                    print(f"{helper_slug}: MCP server {box.config.name}: {names}")
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
+
+
+def cmd_mcp_server(args: argparse.Namespace) -> int:
+    """Serve the agent files as MCP tools over stdio (sessions_app/mcp/stdio.py); stdout is for
+    JSON-RPC only, so every complaint goes to stderr, with exit status 2."""
+    _apply_agent_flags(args)
+    if not args.agent_file and not env.str("AGENTS_AGENT_FILES", default=""):
+        print("agents mcp-server: no agent definitions (give --agent-file)", file=sys.stderr)
+        return 2
+    _setup_django("mcp-server")
+    from django.conf import settings
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0, stdout=sys.stderr)
+    _load_agents_or_exit()
+    if settings.EMBEDDED_WORKER:
+        from agentsite import embedded
+        from sessions_app.dispatch import use_embedded_worker
+
+        embedded.start(args.worker_concurrency, use_embedded_worker)
+    from sessions_app.mcp.stdio import serve
+
+    serve()
+    return 0
 
 
 def cmd_mock_llm(args: argparse.Namespace) -> int:
@@ -348,6 +378,16 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate agent files")
     check.add_argument("--agent-file", action="append", required=True, metavar="FILE")
     check.set_defaults(func=cmd_check)
+
+    mcp = sub.add_parser("mcp-server", help="serve the agent files as MCP tools over stdio")
+    _add_agent_flags(mcp)
+    mcp.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=env.int("AGENTS_WORKER_CONCURRENCY", default=4),
+        help="runs at once in the embedded worker; env AGENTS_WORKER_CONCURRENCY",
+    )
+    mcp.set_defaults(func=cmd_mcp_server)
 
     mock = sub.add_parser("mock-llm", help="serve a scripted OpenAI-compatible LLM")
     mock.add_argument("--script", required=True, help="JSON script (see devtools/mockllm/__init__.py)")

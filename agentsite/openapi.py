@@ -253,6 +253,34 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         },
         "required": ["turns"],
     },
+    "JsonRpcMessage": {
+        "type": "object",
+        "description": "A JSON-RPC 2.0 message of MCP: a request, a notification, a response or an error.",
+        "properties": {
+            "jsonrpc": {"type": "string", "enum": ["2.0"]},
+            "id": {"description": "a string or a number; null in an error answering no request", "nullable": True},
+            "method": _STRING,
+            "params": {"type": "object"},
+            "result": {"type": "object"},
+            "error": {
+                "type": "object",
+                "properties": {"code": {"type": "integer"}, "message": _STRING, "data": _ANY},
+                "required": ["code", "message"],
+            },
+        },
+        "required": ["jsonrpc"],
+    },
+    "JsonRpcBody": {
+        "description": "One JSON-RPC message, or a batch of them.",
+        "oneOf": [_ref("JsonRpcMessage"), {"type": "array", "items": _ref("JsonRpcMessage"), "minItems": 1}],
+    },
+    "McpRefusal": {
+        "description": (
+            "400 from POST /mcp: a JSON-RPC error (-32700 for a body that is not JSON-RPC, -32600 for an empty"
+            " batch), or the API's error shape for a request refused before it reached MCP"
+        ),
+        "oneOf": [_ref("JsonRpcMessage"), _ref("Error")],
+    },
     "StoredAgentBody": {
         "type": "object",
         "description": "What goes under `contents` in an agent file, plus `files`: relative path -> text.",

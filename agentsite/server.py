@@ -2,7 +2,8 @@
 
 On SIGTERM or SIGINT: stop listening, end the event streams and answer ``wait=true`` requests
 with the current state, give the other requests up to ``--shutdown-grace`` seconds, then exit 0.
-Runs of the embedded worker hand their session back after their current step.
+Runs of the embedded worker hand their session back after their current step, and the MCP
+servers this process started are stopped.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ def serve(bind: str, port: int, grace: float) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.run()
+    # os._exit skips the atexit hooks: stop the MCP servers this process started first.
+    from tools_app.mcp.manager import shutdown as stop_mcp_servers
+
+    stop_mcp_servers()
     # Threads still busy (an embedded run waiting on its LLM, say) would hold the interpreter
     # past the grace period: leave now. Their sessions are recovered when a server starts again.
     logging.shutdown()

@@ -362,25 +362,62 @@ def _query_content(query: Any) -> Any:
     parts: list[dict[str, Any]] = []
     if text:
         parts.append({"type": "text", "text": text})
-    for item in media:
-        mime = item.get("mimeType", "application/octet-stream")
-        data = item.get("base64Data", "")
-        if mime == "application/pdf":
-            parts.append(
-                {
-                    "type": "file",
-                    "file": {
-                        "filename": item.get("filename") or "document.pdf",
-                        "file_data": f"data:{mime};base64,{data}",
-                    },
-                }
-            )
-        elif mime.startswith("text/") or mime in {"application/json", "application/xml"}:
-            decoded = base64.b64decode(data).decode("utf-8", errors="replace")
-            parts.append({"type": "text", "text": f"[{item.get('filename') or 'attachment'}]\n{decoded}"})
-        else:
-            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}})
+    parts.extend(_media_part(item) for item in media)
     return parts
+
+
+#: Audio formats a chat-completions ``input_audio`` part takes, by MIME type.
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
+
+
+def _media_part(item: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI content part for one attachment: a PDF as a file, text as text, wav and mp3 as
+    ``input_audio``, anything else as an image."""
+    mime = item.get("mimeType", "application/octet-stream")
+    data = item.get("base64Data", "")
+    if mime == "application/pdf":
+        file = {"filename": item.get("filename") or "document.pdf", "file_data": f"data:{mime};base64,{data}"}
+        return {"type": "file", "file": file}
+    if mime.startswith("text/") or mime in {"application/json", "application/xml"}:
+        decoded = base64.b64decode(data).decode("utf-8", errors="replace")
+        return {"type": "text", "text": f"[{item.get('filename') or 'attachment'}]\n{decoded}"}
+    if mime in _AUDIO_FORMATS:
+        return {"type": "input_audio", "input_audio": {"data": data, "format": _AUDIO_FORMATS[mime]}}
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+
+
+def _response_media(response: Any) -> list[dict[str, Any]]:
+    """The attachments of a stored tool response: a media response, or a mixed one's media parts."""
+    response = unwrap_response(response)
+    if not isinstance(response, dict):
+        return []
+    if response.get("type") == "media":
+        return [response]
+    if response.get("type") == "mixed":
+        return [part for part in response.get("parts", []) if isinstance(part, dict) and part.get("type") == "media"]
+    return []
+
+
+def _tool_media_message(answered: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | None:
+    """A user message carrying the media that tool calls returned, ``None`` when there is none.
+
+    A tool message holds text only, so the tool message says ``[Media: ...]`` and the media
+    themselves follow the round's tool messages in this message, each after a line naming its call.
+    """
+    parts: list[dict[str, Any]] = []
+    for call, response in answered:
+        media = _response_media(response)
+        if media:
+            name = (call.get("function") or {}).get("name")
+            parts.append({"type": "text", "text": f"[media returned by tool call {call.get('id')} ({name})]"})
+            parts.extend(_media_part(item) for item in media)
+    return {"role": "user", "content": parts} if parts else None
 
 
 def _clean_call(call: dict[str, Any]) -> dict[str, Any]:
@@ -401,8 +438,9 @@ def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[s
     """The chat-completions ``messages`` for a session (docs/sessions.md §3.3).
 
     Turns are replayed oldest first. A user turn yields its tool messages (exactly one per call
-    of the LLM turn before it) and then its user message, so the provider always sees every tool
-    call answered before any new user text.
+    of the LLM turn before it), then a user message with the media those calls returned (if any),
+    then its user message, so the provider always sees every tool call answered before any new
+    user text.
 
     Args:
         document: the session document.
@@ -421,17 +459,23 @@ def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[s
                 message["tool_calls"] = [_clean_call(c) for c in calls]
             messages.append(message)
             continue
+        answered: list[tuple[dict[str, Any], Any]] = []
         if tag == "UserTurn":
             for call, response in contents.get("userToolResponses") or []:
                 messages.append(
                     {"role": "tool", "tool_call_id": call.get("id"), "content": render_tool_response(response)}
                 )
+                answered.append((call, response))
         elif tag == "PartialUserTurn":
             for tc in tracked_calls(turn):
-                content = (
-                    render_tool_response(tc["tcResult"]) if tc["tcState"] in FINAL_STATES else placeholder(tc["tcCall"])
-                )
+                final = tc["tcState"] in FINAL_STATES
+                content = render_tool_response(tc["tcResult"]) if final else placeholder(tc["tcCall"])
                 messages.append({"role": "tool", "tool_call_id": tc["tcCall"].get("id"), "content": content})
+                if final:
+                    answered.append((tc["tcCall"], tc["tcResult"]))
+        media_message = _tool_media_message(answered)
+        if media_message is not None:
+            messages.append(media_message)
         query = contents.get("userQuery")
         if query is not None and query != "":
             messages.append({"role": "user", "content": _query_content(query)})

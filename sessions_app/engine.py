@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 import uuid
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from agents_app.llm import complete
 from agents_app.runtime import RuntimeAgent
 from sessions_app import background, executor
 from sessions_app import document as doc
-from sessions_app.event_types import EventKind, ToolFinished, ToolStarted
+from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
 from tools_app.base import ToolContext
@@ -31,8 +32,9 @@ from tools_app.subagent import helper_slug
 
 log = logging.getLogger("sessions.engine")
 
-#: Told when a tool call of the step starts and ends (``tool.started``, ``tool.completed``/``failed``).
-ToolEventCallback = Callable[[EventKind, ToolStarted | ToolFinished], None]
+#: Told when a tool call of the step starts, progresses and ends (``tool.started``,
+#: ``tool.progressed``, ``tool.completed``/``failed``).
+ToolEventCallback = Callable[[EventKind, ToolStarted | ToolProgressed | ToolFinished], None]
 
 
 class NothingToDo(Exception):
@@ -92,7 +94,8 @@ def step(
         signals: stop and interrupt requests seen while the step runs.
         on_text_delta: called with each streamed piece of the LLM's text, when streaming.
         on_tool_event: called as ``on_tool_event(kind, payload)`` when a tool call starts
-            (``tool.started``) and ends (``tool.completed`` or ``tool.failed``).
+            (``tool.started``), reports progress (``tool.progressed``) and ends
+            (``tool.completed`` or ``tool.failed``), always in the step's thread.
         owner: the session's owner, whose keys file (if any) the LLM call uses.
     Returns:
         The new document, the continuations of newly deferred calls and the new background calls.
@@ -157,7 +160,7 @@ def _only_detached_open(turn: dict[str, Any]) -> bool:
     return all(tc.get("tcDetached") for tc in open_calls)
 
 
-def _ignore(kind: EventKind, payload: ToolStarted | ToolFinished) -> None:
+def _ignore(kind: EventKind, payload: ToolStarted | ToolProgressed | ToolFinished) -> None:
     """The tool-event callback when nobody listens."""
 
 
@@ -261,26 +264,32 @@ def _run_calls(
     for entry in inline:
         call = entry["tcCall"]
         name = (call.get("function") or {}).get("name") or ""
+        # progress is reported in the call's thread and emitted from this one
+        reports: queue.SimpleQueue[ToolProgressed] = queue.SimpleQueue()
+        call_id = str(call.get("id") or "")
         context = ToolContext(
             session_id=session_id,
             conversation_id=session_id,
             turn_id=turn_id,
             agent_slug=agent.slug,
-            tool_call_id=str(call.get("id") or ""),
+            tool_call_id=call_id,
             timeout=timeout,
             cancel=threading.Event(),
             sessions=DbSessionsPort(session_id),
             tools=agent.toolset,
+            progress=_progress_reporter(reports, call_id, name),
         )
         on_tool_event(EventKind.TOOL_STARTED, ToolStarted(tool_call_id=context.tool_call_id, tool=name))
         running = _InlineCall(agent, call, context)
         while not running.done.wait(0.05):
+            _emit_progress(reports, on_tool_event)
             if signals.stop.is_set():
                 running.cancel.set()
             if signals.interrupt.is_set() and running.detach(session, entry):
                 entry["tcState"] = "Running"
                 entry["tcDetached"] = True
                 break
+        _emit_progress(reports, on_tool_event)
         if entry["tcState"] == "Running":
             continue
         state, response = running.outcome or ("Failed", "Error: the tool call produced no outcome")
@@ -292,6 +301,27 @@ def _run_calls(
     partial = doc.partial_turn(agent.system_prompt, agent.system_tools(), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial
     return StepResult(doc.push_turn(document, turn), continuations, started, children)
+
+
+def _progress_reporter(
+    reports: queue.SimpleQueue[ToolProgressed], call_id: str, tool: str
+) -> Callable[[float, float | None, str | None], None]:
+    """The ``ToolContext.progress`` of one call: it queues a ``tool.progressed`` payload."""
+
+    def report(value: float, total: float | None, message: str | None) -> None:
+        reports.put(ToolProgressed(tool_call_id=call_id, tool=tool, progress=value, total=total, message=message))
+
+    return report
+
+
+def _emit_progress(reports: queue.SimpleQueue[ToolProgressed], on_tool_event: ToolEventCallback) -> None:
+    """Emit the progress reports a running call has made since the last look."""
+    while True:
+        try:
+            report = reports.get_nowait()
+        except queue.Empty:
+            return
+        on_tool_event(EventKind.TOOL_PROGRESSED, report)
 
 
 def _child_call(

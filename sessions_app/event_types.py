@@ -22,6 +22,7 @@ class EventKind(StrEnum):
     RUN_STOPPED = "run.stopped"
     CALLS_DEFERRED = "calls.deferred"
     TOOL_STARTED = "tool.started"
+    TOOL_PROGRESSED = "tool.progressed"
     TOOL_COMPLETED = "tool.completed"
     TOOL_FAILED = "tool.failed"
     TEXT_DELTA = "text.delta"
@@ -87,6 +88,17 @@ class ToolStarted(TypedDict):
     tool: str
 
 
+class ToolProgressed(TypedDict):
+    """``tool.progressed``: a running call reported progress (an MCP server's
+    ``notifications/progress``): how far, out of ``total`` when known, and what it is doing."""
+
+    tool_call_id: str
+    tool: str
+    progress: float
+    total: float | None
+    message: str | None
+
+
 class ToolFinished(TypedDict):
     """``tool.completed`` / ``tool.failed``: its outcome (``completed`` or ``failed``) and result."""
 
@@ -135,6 +147,7 @@ PAYLOADS: dict[EventKind, type] = {
     EventKind.RUN_STOPPED: RunStopped,
     EventKind.CALLS_DEFERRED: CallsDeferred,
     EventKind.TOOL_STARTED: ToolStarted,
+    EventKind.TOOL_PROGRESSED: ToolProgressed,
     EventKind.TOOL_COMPLETED: ToolFinished,
     EventKind.TOOL_FAILED: ToolFinished,
     EventKind.TEXT_DELTA: TextDelta,

@@ -37,6 +37,7 @@ from sessions_app.event_types import (
     SessionFailed,
     TextDelta,
     ToolFinished,
+    ToolProgressed,
     ToolStarted,
 )
 from sessions_app.models import Session
@@ -383,8 +384,10 @@ def _text_delta_emitter(session: Session) -> Callable[[str], None]:
     return emit_delta
 
 
-def _tool_event_emitter(session: Session) -> Callable[[EventKind, ToolStarted | ToolFinished], None]:
-    def emit_tool_event(kind: EventKind, payload: ToolStarted | ToolFinished) -> None:
+def _tool_event_emitter(
+    session: Session,
+) -> Callable[[EventKind, ToolStarted | ToolProgressed | ToolFinished], None]:
+    def emit_tool_event(kind: EventKind, payload: ToolStarted | ToolProgressed | ToolFinished) -> None:
         events.emit(kind, session.pk, session.owner, payload)
 
     return emit_tool_event

@@ -9,17 +9,19 @@ from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_shutting_down
+from celery.signals import worker_process_shutdown, worker_shutting_down
 from django.conf import settings
 
 from agents_app.runtime import runtime_agent
 from sessions_app import background, events, executor, hub, runner
 from sessions_app.dispatch import RUN_BACKGROUND_CALL_TASK, RUN_SESSION_TASK
 from sessions_app.engine import run_tool_call
+from sessions_app.event_types import EventKind, ToolProgressed
 from sessions_app.models import BackgroundCall
 from sessions_app.ports import DbSessionsPort
 from sessions_app.services.recovery import recover_stale_runs
 from tools_app.base import ToolContext
+from tools_app.mcp.manager import shutdown as stop_mcp_servers
 
 log = logging.getLogger("sessions.tasks")
 
@@ -28,6 +30,13 @@ log = logging.getLogger("sessions.tasks")
 def _on_worker_shutdown(**kwargs: Any) -> None:
     """A worker told to stop (SIGTERM) hands its runs back after their current step."""
     hub.begin_shutdown()
+
+
+@worker_process_shutdown.connect
+def _on_worker_process_shutdown(**kwargs: Any) -> None:
+    """A pool process that leaves (prefork children leave without the atexit hooks) stops the MCP
+    servers it started."""
+    stop_mcp_servers()
 
 
 @shared_task(name=RUN_SESSION_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -62,6 +71,12 @@ def run_background_call_task(call_id: str) -> None:
     agent = runtime_agent(session.agent_slug)
     timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
 
+    def progressed(value: float, total: float | None, message: str | None) -> None:
+        payload = ToolProgressed(
+            tool_call_id=row.provider_call_id, tool=row.tool, progress=value, total=total, message=message
+        )
+        events.emit(EventKind.TOOL_PROGRESSED, session.pk, session.owner, payload)
+
     def work(cancel: threading.Event) -> tuple[str, Any]:
         context = ToolContext(
             session_id=str(session.pk),
@@ -73,6 +88,7 @@ def run_background_call_task(call_id: str) -> None:
             cancel=cancel,
             sessions=DbSessionsPort(str(session.pk)),
             tools=agent.toolset,
+            progress=progressed,
         )
         return run_tool_call(agent, row.call, context)
 

@@ -102,6 +102,32 @@ def test_a_legacy_wrapped_tool_response_renders_as_its_value() -> None:
     assert doc.render_tool_response({"_userToolResponse": "42 files"}) == "42 files"
 
 
+def test_media_a_tool_returned_follow_its_round_as_a_user_message() -> None:
+    image = {"type": "media", "mimeType": "image/png", "base64Data": "aGk="}
+    sound = {"type": "media", "mimeType": "audio/wav", "base64Data": "c25k"}
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": "{}"}}
+        for n, name in ((1, "mcp_demo_picture"), (2, "bash_plain"))
+    ]
+    mixed = {"type": "mixed", "parts": [{"type": "text", "text": "a dot"}, image, sound]}
+    document = doc.new_document("s")
+    document = doc.push_turn(document, doc.user_turn("p", [], "draw"))
+    document = doc.push_turn(document, doc.llm_turn({}, "", None, calls, None))
+    turn = {"tag": "UserTurn", "contents": {"userPrompt": "p", "userTools": [], "userQuery": None,
+                                            "userToolResponses": [[calls[0], mixed], [calls[1], "plain"]]}}
+    messages = doc.openai_messages(doc.push_turn(document, turn), "p")
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert messages[3]["content"] == "a dot\n[Media: image/png, unnamed, 3 bytes]\n[Media: audio/wav, unnamed, 3 bytes]"
+    assert messages[5]["content"] == [
+        {"type": "text", "text": "[media returned by tool call call_1 (mcp_demo_picture)]"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}},
+        {"type": "input_audio", "input_audio": {"data": "c25k", "format": "wav"}},
+    ]
+    # text-only rounds get no such message
+    plain = {**turn, "contents": {**turn["contents"], "userToolResponses": [[calls[0], "x"], [calls[1], "y"]]}}
+    assert [m["role"] for m in doc.openai_messages(doc.push_turn(document, plain), "p")][-1] == "tool"
+
+
 @pytest.mark.django_db
 def test_an_older_session_lists_its_pending_call_over_the_api() -> None:
     original = json.loads(OLDER_PARTIAL.read_text())

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,6 +63,8 @@ class ToolContext:
             bound to the calling session; ``None`` where there is no session store.
         tools: the agent's tools by wire name, for a tool that calls other tools (the Lua
             portal); ``None`` for a call made through the portal, so portals never nest.
+        progress: optional; told ``(progress, total, message)`` as a tool reports progress (MCP
+            tools), in the thread that called :meth:`Tool.call`, before the call returns.
     """
 
     session_id: str
@@ -75,6 +78,7 @@ class ToolContext:
     output_max_bytes: int = field(default_factory=configured_output_max_bytes)
     sessions: SessionsPort | None = None
     tools: ToolLookup | None = None
+    progress: Callable[[float, float | None, str | None], None] | None = None
 
 
 class ToolLookup(Protocol):

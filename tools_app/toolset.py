@@ -1,28 +1,36 @@
 """The tools of one agent (docs/tools.md §2, §3.1, §7; docs/decisions.md §4).
 
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
-``toolDirectory`` and ``bashToolboxes`` and the tools of its built-in toolboxes, with LLM-valid,
-unique wire names. Toolbox kinds this server does not implement yet make the build fail with one
-line per offending entry, so an agent never runs with a silently smaller tool list.
+``toolDirectory`` and ``bashToolboxes``, the tools of its built-in toolboxes and of its MCP
+servers, with LLM-valid, unique wire names. Toolbox kinds this
+server does not implement yet make the build fail with one line per offending entry, so an agent
+never runs with a silently smaller tool list.
 
 What is fatal and what is only a warning:
 
 * fatal (:class:`ToolBuildError`): an unsupported toolbox kind or bindings; a ``bashToolboxes``
   path that is missing (directory, or ``SingleTool`` file) or not executable; two tools with the
-  same name.
+  same name; an ``mcpServers`` entry that cannot be read, whose server does not start, or that
+  does not list its tools in time (tools_app/mcp).
 * warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation,
-  docs/tools.md §3.2); a missing ``toolDirectory`` (it also holds sub-agent files and is often
-  declared without tools); a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
+  docs/tools.md §3.2); a missing ``toolDirectory`` (it also holds sub-agent files and is often declared without tools);
+  a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
 
 Sub-agent tools (``io_prompt_agent_<slug>``) and other in-process tools are not built here: the
 session engine builds them and adds them with :meth:`ToolSet.with_extra_tools`, which applies the
 same naming and duplicate rules. Nothing is cached; each call runs every ``describe`` again.
+
+MCP servers are *live* toolboxes: their tool lists can change while the agent is loaded. A
+toolset keeps them in ``live`` and takes in their current lists whenever it is read, so the
+model's next request offers the new tools.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import logging
+import threading
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,7 +42,12 @@ from .bash.loading import BashToolLoadError, load_bash_directory, load_single_to
 from .bash.protocol import DescribeError
 from .bash.tool import BashTool
 from .builtin import build_builtin_tools
+from .mcp.client import McpStartError
+from .mcp.config import McpConfigError, parse_server
+from .mcp.toolbox import McpToolbox
 from .names import ToolNameMap
+
+log = logging.getLogger("tools.toolset")
 
 
 class _AgentLike(Protocol):
@@ -45,6 +58,14 @@ class _AgentLike(Protocol):
     base_dir: Path
 
     def resolve(self, relative: str) -> Path: ...
+
+
+class LiveToolbox(Protocol):
+    """A toolbox whose tools can change while the agent is loaded (an MCP server)."""
+
+    def snapshot(self) -> tuple[Hashable, list[Tool]]:
+        """``(revision, tools)``: the current tools, and a value that changes when they do."""
+        ...
 
 
 class ToolBuildError(Exception):
@@ -60,8 +81,11 @@ class ToolSet:
     """The tools of an agent, in the order they are declared to the LLM.
 
     Attributes:
-        tools: the tools; their ``name`` (wire name) is unique and LLM-valid.
+        tools: the tools; their ``name`` (wire name) is unique and LLM-valid. The tools given at
+            construction come first, then those of the ``live`` toolboxes as last taken in (any
+            method but ``tools`` itself takes in changes first; :meth:`refresh` does it alone).
         warnings: non-fatal load problems, one line each (shown by ``check`` and in logs).
+        live: toolboxes whose tools can change (MCP servers).
 
     Raises (on construction):
         ToolBuildError: two tools share a wire name.
@@ -69,6 +93,7 @@ class ToolSet:
 
     tools: list[Tool]
     warnings: list[str] = field(default_factory=list)
+    live: list[LiveToolbox] = field(default_factory=list)
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
     _names: ToolNameMap = field(init=False, repr=False, compare=False)
 
@@ -87,25 +112,65 @@ class ToolSet:
                 problems.append(f"tool {tool.name}: {exc}")
         if problems:
             raise ToolBuildError(problems)
+        self._static = list(self.tools)
+        self._static_by_name = dict(self._by_name)
+        self._static_names = self._names.copy()
+        self._revisions: tuple[Hashable, ...] | None = None
+        self._refresh_lock = threading.Lock()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Take in the live toolboxes' current tools (nothing to do when none changed).
+
+        A live tool whose wire name another tool has is left out, and logged as
+        ``tools.name_clash``.
+        """
+        if not self.live:
+            return
+        snapshots = [box.snapshot() for box in self.live]
+        revisions = tuple(revision for revision, _ in snapshots)
+        with self._refresh_lock:
+            if revisions == self._revisions:
+                return
+            tools = list(self._static)
+            by_name = dict(self._static_by_name)
+            names = self._static_names.copy()
+            for _, live_tools in snapshots:
+                for tool in live_tools:
+                    try:
+                        if tool.name in by_name:
+                            raise ValueError(f"tool name {tool.name!r} is already used")
+                        names.reserve(tool.original_name, tool.name)
+                    except ValueError as error:
+                        log.warning("tool left out", extra={"kind": "tools.name_clash", "reason": str(error)})
+                        continue
+                    by_name[tool.name] = tool
+                    tools.append(tool)
+            self._by_name, self._names, self.tools, self._revisions = by_name, names, tools, revisions
 
     def get(self, wire_name: str) -> Tool | None:
         """The tool the LLM called by ``wire_name``, ``None`` when there is none."""
+        self.refresh()
         return self._by_name.get(wire_name)
 
     def names(self) -> list[str]:
         """The wire names, in order."""
+        self.refresh()
         return [tool.name for tool in self.tools]
 
     def original_name(self, wire_name: str) -> str | None:
         """The name before normalization of a wire name (``None`` when unknown)."""
+        self.refresh()
         return self._names.original(wire_name)
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """The ``tools`` list of a chat-completions request."""
+        self.refresh()
         return [tool.openai_tool() for tool in self.tools]
 
     def system_tools(self) -> list[dict[str, Any]]:
         """The ``userTools`` list stored in a session's user turn."""
+        self.refresh()
         return [tool.system_tool() for tool in self.tools]
 
     def with_extra_tools(self, extra: Sequence[Tool], *, prepend: bool = True) -> ToolSet:
@@ -120,7 +185,7 @@ class ToolSet:
             ToolBuildError: an extra tool has the same name as a tool already present (or as
                 another extra tool).
         """
-        names = self._names.copy()
+        names = self._static_names.copy()
         problems: list[str] = []
         warnings = list(self.warnings)
         added: list[Tool] = []
@@ -137,10 +202,12 @@ class ToolSet:
             added.append(tool)
         if problems:
             raise ToolBuildError(problems)
-        tools = added + self.tools if prepend else self.tools + added
+        tools = added + self._static if prepend else self._static + added
         result = ToolSet(tools=tools, warnings=warnings)
         # Renamed copies no longer know their original name; keep the map that does.
-        result._names = names
+        result._names = result._static_names = names
+        result.live = list(self.live)
+        result.refresh()
         return result
 
 
@@ -148,7 +215,6 @@ def _unsupported(spec: AgentSpec) -> list[str]:
     """One line per configured toolbox (or binding) whose kind this server does not run yet."""
     problems: list[str] = []
     kinds = [
-        ("mcpServers", spec.mcpServers, "MCP servers"),
         ("openApiToolboxes", spec.openApiToolboxes, "toolboxes"),
         ("postgrestToolboxes", spec.postgrestToolboxes, "toolboxes"),
         ("skillSources", spec.skillSources, "skill sources"),
@@ -171,6 +237,8 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
     ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``). Paths go through
     ``agent.resolve`` (relative to the agent file's directory). Bash tools get the wire name
     ``bash_<slug>``; every name is normalized if an LLM API would reject it.
+    Then each ``mcpServers`` entry: its server is started (once per agent and process) and its
+    tools listed, as the live toolboxes of the result (``mcp_<server>_<tool>``).
 
     Returns:
         the :class:`ToolSet` (possibly empty) with its warnings.
@@ -233,6 +301,7 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
     builtin, builtin_warnings, builtin_problems = build_builtin_tools(agent)
     warnings.extend(builtin_warnings)
     problems.extend(builtin_problems)
+    live = _mcp_toolboxes(agent, problems)
     if problems:
         raise ToolBuildError(problems)
 
@@ -245,4 +314,31 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
             where = getattr(tool, "path", None) or "builtinToolboxes"
             warnings.append(f"{where}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}")
         tool.name = wire
-    return ToolSet(tools=tools, warnings=warnings)
+    return ToolSet(tools=tools, warnings=warnings, live=list(live))
+
+
+def _mcp_toolboxes(agent: _AgentLike, problems: list[str]) -> list[McpToolbox]:
+    """Start the servers of ``mcpServers`` and list their tools; add a line to ``problems`` for
+    each entry that cannot be read, whose server does not start, or that lists nothing in time."""
+    boxes: list[McpToolbox] = []
+    seen: set[str] = set()
+    agent_key = (agent.spec.slug, str(agent.path) if agent.path is not None else None)
+    for index, entry in enumerate(agent.spec.mcpServers or []):
+        where = f"mcpServers[{index}]"
+        try:
+            config = parse_server(entry, where, agent.resolve)
+        except McpConfigError as error:
+            problems.append(str(error))
+            continue
+        if config.name in seen:
+            problems.append(f"{where}: duplicate MCP server name {config.name!r}")
+            continue
+        seen.add(config.name)
+        box = McpToolbox(agent_key, config)
+        try:
+            box.start()
+        except McpStartError as error:
+            problems.append(f"{where}: {error}")
+            continue
+        boxes.append(box)
+    return boxes

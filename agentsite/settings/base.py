@@ -131,6 +131,8 @@ AGENTS = {
     # Seconds a bash tool may run before its process group is killed, unless the agent sets
     # asyncCallTimeoutSeconds.
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
+    # Seconds an MCP server may take to start and list its tools before the agent fails to load.
+    "MCP_DISCOVERY_TIMEOUT": env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=30.0),
     # Bytes a tool call may return to the model (any tool kind); longer text is cut, with a note.
     "TOOL_OUTPUT_MAX_BYTES": env.int("AGENTS_TOOL_OUTPUT_MAX_BYTES", default=1024 * 1024),
     # Bytes of session documents (as JSON) each process keeps parsed for the runs it executes.
@@ -200,6 +202,8 @@ LOGGING = {
         "celery": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
+        # the MCP SDK warns about what our own "tools.mcp" lines already say (a server gone)
+        "mcp": {"level": "ERROR"},
         "kombu": {"level": "ERROR"},
         "openai": {"level": "WARNING"},
     },

@@ -96,7 +96,6 @@ def test_single_tool_describe_failure_is_a_warning(tmp_path):
 def test_unsupported_kinds_are_listed_one_per_line(tmp_path):
     agent = make_agent(
         tmp_path,
-        mcpServers=[{"tag": "McpSimpleBinary", "contents": {"name": "fs", "executable": "x"}}],
         openApiToolboxes=[{"tag": "OpenAPIServer", "contents": {}}],
         postgrestToolboxes=[{"tag": "PostgRESTServer", "contents": {}}],
         skillSources=[{"tag": "SkillDirectory", "contents": "./skills"}],
@@ -107,7 +106,6 @@ def test_unsupported_kinds_are_listed_one_per_line(tmp_path):
     with pytest.raises(ToolBuildError) as err:
         build_toolset(agent)
     assert err.value.problems == [
-        "mcpServers[0]: McpSimpleBinary MCP servers are not supported by this server yet",
         "openApiToolboxes[0]: OpenAPIServer toolboxes are not supported by this server yet",
         "postgrestToolboxes[0]: PostgRESTServer toolboxes are not supported by this server yet",
         "skillSources[0]: SkillDirectory skill sources are not supported by this server yet",

@@ -1,0 +1,304 @@
+"""One MCP client session, on the event loop of :mod:`tools_app.mcp.manager` (README, "MCP servers as toolboxes").
+
+:class:`McpConnection` starts its server (a child process over stdio, or a streamable HTTP
+endpoint), runs ``initialize`` (which sends ``notifications/initialized``) and lists the tools,
+following ``nextCursor``. It lists them again on ``notifications/tools/list_changed`` (and every
+30 s when the server does not promise to send it), counting each new list in ``generation``.
+
+A server that goes away (its process exits, its stdout closes, the HTTP transport fails) marks
+the connection dead: calls in flight fail, and the next call starts the server again. Every
+coroutine here runs on the manager's loop; nothing here blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from .config import HttpServer, ServerConfig, StdioServer
+
+log = logging.getLogger("tools.mcp")
+
+CLIENT_INFO = types.Implementation(name="agents-server-mcp-client", version="0.1.0")
+#: Seconds a server may take to stop (stdin closed, then SIGTERM and SIGKILL) before its task is cancelled.
+STOP_SECONDS = 10.0
+#: Seconds between two listings of a server that does not announce changes of its tool list.
+POLL_SECONDS = 30.0
+
+#: What the SDK's HTTP transport (and its server) say when a server no longer knows a session.
+_SESSION_LOST = ("Session not found", "Session terminated")
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+class McpStartError(Exception):
+    """The server could not be started, or did not list its tools in time; the message says which."""
+
+
+class McpGone(Exception):
+    """The server went away during a call (it will be started again by the next one)."""
+
+
+@asynccontextmanager
+async def _transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK transport for ``config``: ``(read_stream, write_stream)``."""
+    if isinstance(config, StdioServer):
+        params = StdioServerParameters(command=config.executable, args=list(config.args), env=config.environment())
+        async with stdio_client(params) as streams:
+            yield streams
+        return
+    assert isinstance(config, HttpServer)
+    async with create_mcp_http_client(headers=dict(config.headers)) as http:
+        async with streamable_http_client(config.url, http_client=http) as streams:
+            yield streams
+
+
+class McpConnection:
+    """A long-lived client session with one MCP server, shared by every caller of this process.
+
+    Attributes:
+        config: the server's entry.
+        tools: its tools as last listed (``mcp_types.Tool``), empty until then.
+        generation: how many listings there have been; ``0`` until the first one.
+        starts: how many times its server was started (spawns, for a stdio server).
+    """
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.tools: list[types.Tool] = []
+        self.generation = 0
+        self.starts = 0
+        self._session: ClientSession | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._done: anyio.Event | None = None
+        self._stopping = False
+        self._relist: anyio.Event | None = None
+        self._start_lock: anyio.Lock | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether a session is up and its server has not gone away."""
+        return self._session is not None and self._done is not None and not self._done.is_set()
+
+    async def ensure_started(self, timeout: float) -> ClientSession:
+        """The live session, starting the server (again) when there is none.
+
+        Args:
+            timeout: seconds the start, ``initialize`` and the first listing may take.
+        Raises:
+            McpStartError: ``<name>: Failed to initialize MCP server: <why>`` or
+                ``<name>: Timeout waiting for MCP server tool discovery (<N>s)``.
+        """
+        if self._start_lock is None:
+            self._start_lock = anyio.Lock()
+        async with self._start_lock:
+            if self.alive:
+                assert self._session is not None
+                return self._session
+            await self._close()
+            return await self._start(timeout)
+
+    async def _start(self, timeout: float) -> ClientSession:
+        ready: anyio.Event = anyio.Event()
+        failure: list[BaseException] = []
+        self._done = anyio.Event()
+        self._stopping = False
+        self._relist = anyio.Event()
+        self.starts += 1
+        log.info("mcp server starting", extra={"kind": "mcp.server_starting", **self.config.describe()})
+        self._runner = asyncio.get_running_loop().create_task(self._serve(ready, failure))
+        with anyio.move_on_after(timeout):
+            await ready.wait()
+        if ready.is_set() and not failure:
+            assert self._session is not None
+            log.info(
+                "mcp server started",
+                extra={"kind": "mcp.server_started", **self.config.describe(), "tools": [t.name for t in self.tools]},
+            )
+            return self._session
+        await self._close()
+        name = self.config.name
+        if failure:
+            raise McpStartError(f"{name}: Failed to initialize MCP server: {_describe_error(failure[0])}")
+        raise McpStartError(f"{name}: Timeout waiting for MCP server tool discovery ({timeout:g}s)")
+
+    async def _serve(self, ready: anyio.Event, failure: list[BaseException]) -> None:
+        """Own the transport and the session until :meth:`_close`, or until the server goes away."""
+        assert self._done is not None
+        done = self._done
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(_transport(self.config))
+                relay_in, relay_out = anyio.create_memory_object_stream[Any](0)
+                tasks = await stack.enter_async_context(anyio.create_task_group())
+                tasks.start_soon(self._relay, read, relay_in, done)
+                session = await stack.enter_async_context(
+                    ClientSession(relay_out, write, message_handler=self._on_message, client_info=CLIENT_INFO)
+                )
+                initialized = await session.initialize()
+                await self._list_tools(session)
+                self._session = session
+                ready.set()
+                listens = bool(initialized.capabilities.tools and initialized.capabilities.tools.list_changed)
+                tasks.start_soon(self._relist_loop, session, listens)
+                await done.wait()
+                tasks.cancel_scope.cancel()
+        except Exception as error:
+            failure.append(error)
+        finally:
+            was_up = self._session is not None
+            self._session = None
+            done.set()
+            ready.set()
+        if was_up and not self._stopping:
+            detail = {"error": _describe_error(failure[0])} if failure else {}
+            log.warning("mcp server gone", extra={"kind": "mcp.server_gone", **self.config.describe(), **detail})
+
+    async def _relay(
+        self, source: Any, sink: MemoryObjectSendStream[Any], done: anyio.Event
+    ) -> None:
+        """Pass the transport's messages to the session; their end means the server went away."""
+        try:
+            async with sink:
+                async for item in source:
+                    await sink.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            pass
+        finally:
+            done.set()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and self._relist is not None:
+            self._relist.set()
+
+    async def _relist_loop(self, session: ClientSession, listens: bool) -> None:
+        while True:
+            assert self._relist is not None
+            with anyio.move_on_after(None if listens else POLL_SECONDS):
+                await self._relist.wait()
+            self._relist = anyio.Event()
+            try:
+                await self._list_tools(session)
+            except MCPError as error:
+                log.warning(
+                    "mcp tools not listed",
+                    extra={"kind": "mcp.list_failed", **self.config.describe(), "error": _describe_error(error)},
+                )
+
+    async def _list_tools(self, session: ClientSession) -> None:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        if [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools] or not self.generation:
+            self.tools = tools
+            self.generation += 1
+            if self.generation > 1:
+                log.info(
+                    "mcp tools changed",
+                    extra={"kind": "mcp.tools_changed", **self.config.describe(), "tools": [t.name for t in tools]},
+                )
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], progress: ProgressCallback | None, timeout: float
+    ) -> types.CallToolResult:
+        """Call tool ``name`` (its MCP name), starting the server first when needed.
+
+        Args:
+            name: the tool's name on the server.
+            arguments: the model's arguments.
+            progress: awaited with each ``notifications/progress`` of the call.
+            timeout: seconds a (re)start may take.
+        Raises:
+            McpStartError: the server could not be started.
+            McpGone: it went away before answering.
+            MCPError: it answered with a JSON-RPC error.
+        """
+        for attempt in (1, 2):
+            session = await self.ensure_started(timeout)
+            try:
+                result = await session.call_tool(name, arguments, progress_callback=progress)
+                await self._take_in_changes(session)
+                return result
+            except MCPError as error:
+                if attempt == 1 and _session_lost(error):
+                    # an HTTP server that restarted forgot our session and ran nothing: a new one
+                    self._mark_gone()
+                    continue
+                if error.error.code == types.CONNECTION_CLOSED or not self.alive:
+                    self._mark_gone()
+                    raise McpGone(error.error.message) from error
+                raise
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as error:
+                self._mark_gone()
+                raise McpGone(_describe_error(error)) from error
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _take_in_changes(self, session: ClientSession) -> None:
+        """List the tools now when the server announced a change during a call, so that the
+        model's next request (which follows this result) offers the new list."""
+        await anyio.sleep(0)  # let a list_changed notification that came with the result land
+        if self._relist is not None and self._relist.is_set():
+            self._relist = anyio.Event()
+            with anyio.move_on_after(POLL_SECONDS):
+                await self._list_tools(session)
+
+    def _mark_gone(self) -> None:
+        """Consider the server gone: the session ends, and the next call starts it again."""
+        if self._done is not None:
+            self._done.set()
+
+    async def stop(self) -> None:
+        """Stop the session and its server (a stdio server: stdin closed, then its process group killed)."""
+        if self._start_lock is None:
+            self._start_lock = anyio.Lock()
+        async with self._start_lock:
+            await self._close()
+
+    async def _close(self) -> None:
+        """End the runner task: let it leave its transport (which stops the server), or cancel it
+        when it is still starting or does not finish within :data:`STOP_SECONDS`."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        self._stopping = True
+        if self._done is not None:
+            self._done.set()
+        if self._session is None:
+            runner.cancel()
+        with anyio.CancelScope(shield=True):
+            done, _ = await asyncio.wait([runner], timeout=STOP_SECONDS)
+            if not done:
+                runner.cancel()
+                await asyncio.wait([runner])
+
+
+def _session_lost(error: MCPError) -> bool:
+    """Whether a streamable HTTP server answered that it does not know our session (HTTP 404)."""
+    return error.error.code == types.INVALID_REQUEST and error.error.message in _SESSION_LOST
+
+
+def _describe_error(error: BaseException) -> str:
+    """A one-line account of an error, the first of a group's."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, MCPError):
+        return f"{error.error.message} (code {error.error.code})"
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

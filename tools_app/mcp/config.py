@@ -1,0 +1,148 @@
+"""The ``mcpServers`` entries of an agent file (README, "MCP servers as toolboxes").
+
+Two kinds of entry:
+
+* ``{"tag": "McpSimpleBinary", "contents": {"name", "executable", "args"?, "env"?}}``: a server
+  started as a child process, spoken to over stdio (agents-exe's only kind).
+* ``{"tag": "McpStreamableHttp", "contents": {"name", "url", "headers"?}}``: a server reached over
+  the streamable HTTP transport. This one is ours; agents-exe skips it.
+
+``env`` and ``headers`` map names to binding values: ``{"tag": "Literal", "contents": <JSON>}``
+(a string as it is, anything else as its JSON text) or ``{"tag": "Param", "contents": <name>}``,
+a process-scope parameter, which this server cannot resolve yet and refuses at load. Values are
+given to the server process's environment (added to the inherited one) or sent as HTTP headers,
+never put on a command line, and only their names are ever logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The tags of ``mcpServers`` entries this server runs.
+STDIO_TAG = "McpSimpleBinary"
+HTTP_TAG = "McpStreamableHttp"
+
+
+class McpConfigError(ValueError):
+    """An ``mcpServers`` entry cannot be used; the message names the entry and the problem."""
+
+
+@dataclass(frozen=True)
+class StdioServer:
+    """An MCP server run as a child process (``McpSimpleBinary``).
+
+    Attributes:
+        name: the toolbox name (in tool names: ``mcp_<name>_<tool>``).
+        executable: the command; a relative path holding ``/`` is resolved from the agent's directory.
+        args: its arguments.
+        env: variables added to the inherited environment, as ``(name, value)`` pairs.
+    """
+
+    name: str
+    executable: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def environment(self) -> dict[str, str]:
+        """The child's whole environment: this process's, then :attr:`env` (which wins)."""
+        return {**os.environ, **dict(self.env)}
+
+    def describe(self) -> dict[str, Any]:
+        """What may be logged about it: the command and the names (never the values) of ``env``."""
+        names = [k for k, _ in self.env]
+        return {"server": self.name, "transport": "stdio", "executable": self.executable, "env": names}
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    """An MCP server reached over streamable HTTP (``McpStreamableHttp``, our extension).
+
+    Attributes:
+        name: the toolbox name.
+        url: the endpoint, ``http://`` or ``https://``.
+        headers: sent with every request, as ``(name, value)`` pairs.
+    """
+
+    name: str
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        """What may be logged about it: the URL and the names (never the values) of ``headers``."""
+        return {"server": self.name, "transport": "http", "url": self.url, "headers": [k for k, _ in self.headers]}
+
+
+ServerConfig = StdioServer | HttpServer
+
+
+def _entry_parts(entry: Any) -> tuple[str | None, Any]:
+    """``(tag, contents)`` of a schema ``Tagged`` entry or of plain JSON."""
+    if isinstance(entry, Mapping):
+        return entry.get("tag"), entry.get("contents")
+    return getattr(entry, "tag", None), getattr(entry, "contents", None)
+
+
+def _binding_value(value: Any, where: str) -> str:
+    """A ``Literal`` binding value as text; a ``Param`` (or anything else) is refused."""
+    if isinstance(value, Mapping) and value.get("tag") == "Literal" and "contents" in value:
+        literal = value["contents"]
+        return literal if isinstance(literal, str) else json.dumps(literal)
+    if isinstance(value, Mapping) and value.get("tag") == "Param":
+        raise McpConfigError(
+            f"{where} takes parameter {value.get('contents')!r}; parameters are not supported by this server yet"
+        )
+    raise McpConfigError(f'{where} must be {{"tag": "Literal", "contents": <value>}} or {{"tag": "Param", ...}}')
+
+
+def _bindings(contents: Mapping[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+    raw = contents.get(key)
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise McpConfigError(f"{where}.{key} must be an object of name -> binding value")
+    return tuple((str(name), _binding_value(value, f"{where}.{key}.{name}")) for name, value in raw.items())
+
+
+def _text(contents: Mapping[str, Any], key: str, where: str) -> str:
+    value = contents.get(key)
+    if not isinstance(value, str) or not value:
+        raise McpConfigError(f"{where}.{key} must be a non-empty string")
+    return value
+
+
+def parse_server(entry: Any, where: str, resolve: Callable[[str], Path]) -> ServerConfig:
+    """Read one ``mcpServers`` entry.
+
+    Args:
+        entry: the entry, a schema ``Tagged`` or its JSON.
+        where: how problems name it, e.g. ``mcpServers[0]``.
+        resolve: turns a relative path into one from the agent's directory.
+    Returns:
+        a :class:`StdioServer` or an :class:`HttpServer`.
+    Raises:
+        McpConfigError: an unknown tag, a missing or ill-typed field, a ``Param`` value.
+    """
+    tag, contents = _entry_parts(entry)
+    if tag not in (STDIO_TAG, HTTP_TAG):
+        raise McpConfigError(f"{where}: {tag!r} MCP servers are not supported (expected {STDIO_TAG} or {HTTP_TAG})")
+    if not isinstance(contents, Mapping):
+        raise McpConfigError(f"{where}: {tag} needs an object under 'contents'")
+    where = f"{where}.contents"
+    name = _text(contents, "name", where)
+    if tag == HTTP_TAG:
+        url = _text(contents, "url", where)
+        if not url.startswith(("http://", "https://")):
+            raise McpConfigError(f"{where}.url must be an http:// or https:// URL")
+        return HttpServer(name=name, url=url, headers=_bindings(contents, "headers", where))
+    executable = _text(contents, "executable", where)
+    if "/" in executable and not os.path.isabs(executable):
+        executable = str(resolve(executable))
+    args = contents.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise McpConfigError(f"{where}.args must be a list of strings")
+    return StdioServer(name=name, executable=executable, args=tuple(args), env=_bindings(contents, "env", where))
