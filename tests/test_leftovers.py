@@ -22,8 +22,14 @@ from tests.harness import Server, Worker, wait_until, write_agent
 PRUNE_AT_ONCE = {"AGENTS_EVENT_RETENTION_SECONDS": "0", "AGENTS_PRUNE_EVERY_SECONDS": "0.2"}
 
 
-def _temp_files_of(pid: int) -> list[str]:
-    return sorted(p.name for p in Path(tempfile.gettempdir()).iterdir() if str(pid) in p.name)
+def _temp_names() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir()}
+
+
+def _new_temp_files_of(pid: int, before: set[str]) -> list[str]:
+    """The temporary files written since ``before`` whose name carries ``pid`` (old runs' files
+    may carry a pid that the system gave again, so only new ones count)."""
+    return sorted(name for name in _temp_names() - before if str(pid) in name)
 
 
 def _events_pruned(db: str) -> bool:
@@ -42,6 +48,7 @@ def test_a_server_stopped_with_sigterm_leaves_no_file_behind(
     llm = llm_server({"rules": [{"reply": {"delay": 30, "content": "too late"}}]})
     agent = write_agent(tmp_path, "plain", llm.url)
     before = {p.name for p in tmp_path.iterdir()}
+    temp_before = _temp_names()
     server = start_server([agent], env=PRUNE_AT_ONCE, extra_args=["--shutdown-grace", "1"])
     pid = server.process.proc.pid
     _create_session(server, "think long")
@@ -49,7 +56,7 @@ def test_a_server_stopped_with_sigterm_leaves_no_file_behind(
     wait_until(lambda: _events_pruned(server.db), timeout=30)
     server.process.proc.send_signal(signal.SIGTERM)
     assert server.process.proc.wait(15) == 0
-    assert _temp_files_of(pid) == []
+    assert _new_temp_files_of(pid, temp_before) == []
     written = {p.name for p in tmp_path.iterdir()} - before
     database = Path(server.db).name
     log = server.process.log_path.name
@@ -63,9 +70,10 @@ def test_a_worker_running_the_beat_stopped_with_sigterm_leaves_no_file_behind(
     env = {"REDIS_URL": redis_url, **PRUNE_AT_ONCE}
     server = start_server([agent], env=env)
     _create_session(server, "hello", run="none")
+    temp_before = _temp_names()
     worker = start_worker([agent], db=server.db, env={**env, "AGENTS_WORKER_BEAT": "1"})
     pid = worker.process.proc.pid
     wait_until(lambda: _events_pruned(server.db), timeout=60)
     worker.process.proc.send_signal(signal.SIGTERM)
     worker.process.proc.wait(30)
-    assert _temp_files_of(pid) == []
+    assert _new_temp_files_of(pid, temp_before) == []
