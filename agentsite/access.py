@@ -19,7 +19,6 @@ Nothing here logs a header, a token or a query string.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -40,6 +39,7 @@ from agentsite.errors import (
     Unauthorized,
     json_error,
 )
+from agentsite.middleware import HybridMiddleware
 
 #: Answered before the origin check and without a token (docs/api.md §13, docs/decisions.md §8).
 OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/"})
@@ -180,29 +180,35 @@ def _add_cors_headers(response: HttpResponse, origin: str) -> None:
     patch_vary_headers(response, ("Origin",))
 
 
-class CorsMiddleware:
+class CorsMiddleware(HybridMiddleware):
     """Preflights, the origin check without authentication, and CORS headers (docs/api.md §10.7, §10.8)."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        """Answer a preflight, or refuse an origin this server does not trust.
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+        The Host header is checked first, against ``ALLOWED_HOSTS`` (``DisallowedHost``, which
+        Django answers 400): Django's own middleware that would check it runs for the admin only.
+        """
+        request.get_host()
         config = auth_config()
         origin = request.headers.get("Origin")
         if request.method == "OPTIONS":
             # a preflight is answered before authentication, on any path
             if not config.origin_allowed(origin):
-                response: HttpResponse = json_error(ForbiddenOrigin(origin or ""))
-            else:
-                response = HttpResponse(status=204)
-                del response["Content-Type"]
-                for name, value in PREFLIGHT_HEADERS.items():
-                    response[name] = value
-        elif request.path_info in OPEN_PATHS or config.origin_allowed(origin):
-            response = self.get_response(request)
-        else:
-            response = json_error(ForbiddenOrigin(origin or ""))
-        if origin is not None and config.origin_listed(origin):
+                return json_error(ForbiddenOrigin(origin or ""))
+            response = HttpResponse(status=204)
+            del response["Content-Type"]
+            for name, value in PREFLIGHT_HEADERS.items():
+                response[name] = value
+            return response
+        if request.path_info in OPEN_PATHS or config.origin_allowed(origin):
+            return None
+        return json_error(ForbiddenOrigin(origin or ""))
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        """The CORS headers, on every answer to a listed origin."""
+        origin = request.headers.get("Origin")
+        if origin is not None and auth_config().origin_listed(origin):
             _add_cors_headers(response, origin)
         return response
 

@@ -1,26 +1,81 @@
-"""Middleware that must run before Django reads a request body."""
+"""The project's middleware, cheap on the API's path.
+
+Under ASGI every middleware that can only run synchronously costs the request two trips to a
+worker thread. The API's own middleware (:class:`BodyLimitMiddleware` here, and
+``agentsite.access.CorsMiddleware``) therefore runs in whichever mode the server calls it, and
+Django's session, authentication, message, security and common middleware, which only the admin
+needs, run for the admin's paths only (:class:`AdminMiddleware`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
+from django.middleware.common import CommonMiddleware
+from django.middleware.security import SecurityMiddleware
 
 from agentsite.errors import BadRequest, PayloadTooLarge, json_error
 
+#: The paths of Django's admin and its static files.
+ADMIN_PREFIXES = ("/admin/", "/static/")
 
-class BodyLimitMiddleware:
+
+class HybridMiddleware:
+    """A middleware that runs in the mode of the handler it wraps (sync under WSGI and in tests,
+    async under daphne), without thread hops.
+
+    Subclasses implement :meth:`before` (answer early, or ``None`` to go on) and :meth:`after`
+    (change the answer); neither may block.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        response = self.before(request)
+        if response is None:
+            response = self.get_response(request)
+        return self.after(request, response)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        response = self.before(request)
+        if response is None:
+            response = await self.get_response(request)
+        return self.after(request, response)
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        """An answer that ends the request here, or ``None``."""
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        """The answer, possibly changed."""
+        return response
+
+
+class BodyLimitMiddleware(HybridMiddleware):
     """Refuse a declared body over the limit with 413 ``payload_too_large`` (docs/api.md §1.1).
 
     Bodies without a Content-Length are checked again by the JSON parser as they are read.
     Query parameters holding NUL are refused here too: PostgreSQL text cannot hold them.
     """
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        """The refusals; a chunked body is given its length (it has already been received)."""
         limit = settings.AGENTS["MAX_BODY_BYTES"]
         if any("\x00" in value for values in request.GET.lists() for value in values[1]):
             return json_error(BadRequest("query parameters must not contain NUL characters"))
@@ -37,4 +92,27 @@ class BodyLimitMiddleware:
             if len(body) > limit:
                 return json_error(PayloadTooLarge(limit))
             request.META["CONTENT_LENGTH"] = str(len(body))
+        return None
+
+
+class AdminMiddleware:
+    """Django's security, session, common, authentication and message middleware, for the admin's
+    paths only: the API identifies its callers by token and keeps no cookie session."""
+
+    sync_capable = True
+    async_capable = True
+    STACK = (SecurityMiddleware, SessionMiddleware, CommonMiddleware, AuthenticationMiddleware, MessageMiddleware)
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        admin: Callable[[HttpRequest], Any] = get_response
+        for middleware in reversed(self.STACK):
+            admin = middleware(admin)
+        self.admin = admin
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if request.path_info.startswith(ADMIN_PREFIXES):
+            return self.admin(request)
         return self.get_response(request)
