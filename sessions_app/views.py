@@ -69,7 +69,8 @@ def session_answer(request: Request, session: Session, *, created: bool = False,
     """
     wait, timeout = wait_params(request)
     token = getattr(session, "session_token", None)
-    session = selectors.wait_for_run(session.pk, timeout) if wait else selectors.session_get(session.pk)
+    if wait:
+        session = selectors.wait_for_run(session.pk, timeout)
     if created:
         status = 201
     elif read_only and not wait:
@@ -171,8 +172,9 @@ class SessionViewSet(ApiViewSet):
             sealed=bool(data.get("seal")),
             session_token_sha256=token_digest,
         )
-        # shown this once; only its digest is stored (docs/api.md §10.5)
-        session.session_token = session_token
+        if session_token is not None:
+            # shown this once; only its digest is stored (docs/api.md §10.5)
+            session.session_token = session_token
         return session_answer(request, session, created=True)
 
     @extend_schema(
