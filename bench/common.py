@@ -346,10 +346,16 @@ def agents_argv(command: str, agent_files: Sequence[Path], db: str, *extra: str)
     return argv + list(extra)
 
 
-def start_embedded(procs: Processes, agent_files: Sequence[Path], name: str = "embedded", **env: str) -> Product:
-    """One ``agents serve`` on a fresh SQLite database, with its in-process worker."""
+def start_embedded(
+    procs: Processes, agent_files: Sequence[Path], name: str = "embedded", db: str | None = None, **env: str
+) -> Product:
+    """One ``agents serve`` with its in-process worker, on a fresh SQLite file unless ``db`` names a
+    PostgreSQL database (see :func:`create_database`)."""
     port = free_port()
-    db = str(procs.workdir / f"{name}-{uuid.uuid4().hex[:6]}.db")
+    if db is None:
+        db = str(procs.workdir / f"{name}-{uuid.uuid4().hex[:6]}.db")
+    elif db.startswith("postgres"):
+        env = {"DJANGO_SECRET_KEY": SECRET_KEY, **env}
     argv = agents_argv("serve", agent_files, db, "--port", str(port))
     proc = procs.start(name, argv, clean_env(AGENTS_DATA_DIR=str(procs.workdir), **env), cwd=procs.workdir)
     url = f"http://127.0.0.1:{port}"
@@ -460,6 +466,12 @@ def rss_mib(pid: int) -> float:
     """Resident memory of ``pid`` and its descendants, MiB."""
     root = psutil.Process(pid)
     return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]) / 2**20
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` near-equal positive chunks (fewer when ``total`` is smaller)."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def run_main(main: Callable[[], int]) -> None:

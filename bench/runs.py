@@ -300,12 +300,6 @@ def ratios_table(results: dict[tuple[str, str, int], dict[str, Any]]) -> str:
     return markdown_table(headers, rows) if rows else "(no pair of product and peer was measured)"
 
 
-def split(total: int, parts: int) -> list[int]:
-    """``total`` as ``parts`` near-equal positive chunks."""
-    parts = max(1, min(parts, total))
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
-
-
 def main() -> int:
     """Start the systems, measure them in rounds, print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -345,7 +339,7 @@ def main() -> int:
                 for system in live:
                     with phase(f"warm-up {system.name} {variant} x{clients}"):
                         asyncio.run(drive(system.url, system.run_once, variant, clients, args.warmup))
-                for round_index, chunk in enumerate(split(args.runs, args.rounds)):
+                for round_index, chunk in enumerate(common.split(args.runs, args.rounds)):
                     order = live[round_index % len(live) :] + live[: round_index % len(live)] if live else []
                     for system in order:
                         with phase(f"{system.name} {variant} x{clients} round {round_index + 1}: {chunk} runs"):
