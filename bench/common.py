@@ -347,7 +347,12 @@ def agents_argv(command: str, agent_files: Sequence[Path], db: str, *extra: str)
 
 
 def start_embedded(
-    procs: Processes, agent_files: Sequence[Path], name: str = "embedded", db: str | None = None, **env: str
+    procs: Processes,
+    agent_files: Sequence[Path],
+    name: str = "embedded",
+    db: str | None = None,
+    extra: Sequence[str] = (),
+    **env: str,
 ) -> Product:
     """One ``agents serve`` with its in-process worker, on a fresh SQLite file unless ``db`` names a
     PostgreSQL database (see :func:`create_database`)."""
@@ -356,7 +361,7 @@ def start_embedded(
         db = str(procs.workdir / f"{name}-{uuid.uuid4().hex[:6]}.db")
     elif db.startswith("postgres"):
         env = {"DJANGO_SECRET_KEY": SECRET_KEY, **env}
-    argv = agents_argv("serve", agent_files, db, "--port", str(port))
+    argv = agents_argv("serve", agent_files, db, "--port", str(port), *extra)
     proc = procs.start(name, argv, clean_env(AGENTS_DATA_DIR=str(procs.workdir), **env), cwd=procs.workdir)
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/healthz", 120, proc)
@@ -395,8 +400,11 @@ def free_redis_db() -> str:
     raise RuntimeError("no empty Redis database among 1-15")
 
 
-def start_scaled(procs: Processes, agent_files: Sequence[Path], workers: int, name: str = "scaled") -> Product:
-    """PostgreSQL and Redis, one ``agents serve`` and ``workers`` ``agents worker`` processes."""
+def start_scaled(
+    procs: Processes, agent_files: Sequence[Path], workers: int, name: str = "scaled", extra: Sequence[str] = ()
+) -> Product:
+    """PostgreSQL and Redis, one ``agents serve`` and ``workers`` ``agents worker`` processes
+    (``extra`` flags go to all of them)."""
     import redis
 
     db = create_database(procs, "agents_bench")
@@ -404,15 +412,17 @@ def start_scaled(procs: Processes, agent_files: Sequence[Path], workers: int, na
     procs.callback(lambda: redis.Redis.from_url(redis_url).flushdb())
     env = clean_env(DJANGO_SECRET_KEY=SECRET_KEY, REDIS_URL=redis_url)
     port = free_port()
-    server = procs.start(f"{name}-serve", agents_argv("serve", agent_files, db, "--port", str(port)), env)
+    server = procs.start(f"{name}-serve", agents_argv("serve", agent_files, db, "--port", str(port), *extra), env)
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/healthz", 120, server)
     started = [server]
     for index in range(workers):
-        extra = ["--hostname", f"bench{index}-{uuid.uuid4().hex[:4]}@%h"]
+        flags = ["--hostname", f"bench{index}-{uuid.uuid4().hex[:4]}@%h"]
         if index == 0:
-            extra.append("--beat")
-        started.append(procs.start(f"{name}-worker{index}", agents_argv("worker", agent_files, db, *extra), env))
+            flags.append("--beat")
+        started.append(
+            procs.start(f"{name}-worker{index}", agents_argv("worker", agent_files, db, *flags, *extra), env)
+        )
     return Product(url, started, db)
 
 
