@@ -1,28 +1,36 @@
 """Profile: where the product's processes spend their time under load, sampled with py-spy.
 
     .venv/bin/python bench/profile.py [--topology embedded|scaled] [--variant plain|tool] [--clients 8]
-                                      [--seconds 20] [--rate 200] [--out DIR]
+                                      [--seconds 20] [--rate 200] [--mode cpu|wall] [--out DIR]
 
 It starts the scripted model and the product (``embedded``: one ``agents serve``; ``scaled``:
 PostgreSQL, Redis, one ``agents serve`` and one ``agents worker``), keeps ``--clients`` clients
 running sessions as ``bench/runs.py`` does, and meanwhile records every process of the product with
-``py-spy record --threads --rate RATE --format raw --duration SECONDS`` (a sample of every
-thread's Python stack RATE times a second; idle threads, those waiting in a system call, are
-left out, which is py-spy's default). The raw files (``<process>.txt``, one line per distinct
-stack: ``thread (id): name;frame;frame;... count``) are kept in ``--out`` and summarised:
+``py-spy record --threads --rate RATE --format raw --full-filenames --duration SECONDS`` (a sample
+of the threads' Python stacks RATE times a second).
 
-- **by thread**: the samples of each thread name (daphne's reactor is ``MainThread`` of the
-  server, the embedded worker's runs are in Celery's pool threads, Django's sync views in the
-  ``ThreadPoolExecutor`` of asgiref);
-- **self, by package**: where the innermost frame was (a library, the standard library, a
-  module of this project): what burns the CPU;
+``--mode cpu`` (the default) adds ``--gil``: only the thread holding the GIL is sampled, which is
+the CPU spent running Python; C code that releases the GIL (SQLite's and PostgreSQL's drivers
+inside a query, SSL) is missed. ``--mode wall`` samples every thread py-spy does not take for
+idle; on this machine its idle detection lets most waits through (a thread in
+``Condition.wait``, or waiting for SQLite's write lock inside ``cursor.execute``, counts as
+busy), so read it as "where the threads are", which shows where runs wait, not what burns CPU.
+
+The raw files (``<process>.txt``, one line per distinct stack: ``thread (id): name;frame;... count``)
+are kept in ``--out`` and summarised:
+
+- **by thread**: the samples of each thread name (numbers and session ids taken out): the
+  server's ``MainThread`` is daphne's Twisted reactor and asyncio loop (HTTP, SSE, websockets),
+  ``ThreadPoolExecutor`` are asgiref's threads running Django's sync views and the embedded
+  worker's Celery pool, ``lease`` the runs' lease heartbeats, ``llm-request`` the model calls;
+- **self, by package** and **self, by line**: where the innermost frame was (a library, the
+  standard library, a module of this project): what burns the CPU;
 - **inclusive, this project's functions**: the samples whose stack goes through each function of
   agentsite/, agents_app/, sessions_app/ or tools_app/: what the product's code costs, callees
   included.
 
-The same raw file opens in speedscope (``https://www.speedscope.app``, "collapsed" format) or
-turns into a flame graph with ``flamegraph.pl``; record with ``--format speedscope`` instead to
-get a file speedscope opens directly.
+The same raw file opens in speedscope (``https://www.speedscope.app``) or turns into a flame
+graph with ``flamegraph.pl``.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from bench.common import Processes, loadavg, markdown_table, phase  # noqa: E402
 from bench.runs import drive, product_run  # noqa: E402
 
 PROJECT_PACKAGES = ("agentsite", "agents_app", "sessions_app", "tools_app", "devtools")
-NUMBERED = re.compile(r"[-_]?\d+(_\d+)?$")
+NUMBERED = re.compile(r"[-_]?(\d+(_\d+)?|[0-9a-f]{8}-[0-9a-f-]*)(?= |$)")
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 
 
@@ -72,10 +80,27 @@ def package_of(file: str) -> str:
     return file if file.startswith("<") else Path(file).name
 
 
+def short_path(file: str) -> str:
+    """A frame's file without the interpreter's or the checkout's prefix."""
+    parts = Path(file).parts
+    for marker in ("site-packages", "lib"):
+        if marker in parts:
+            index = len(parts) - 1 - parts[::-1].index(marker)
+            rest = parts[index + 1 :]
+            if marker == "lib" and rest and rest[0].startswith("python3"):
+                rest = rest[1:]
+            return "/".join(rest)
+    for package in PROJECT_PACKAGES:
+        if package in parts:
+            return "/".join(parts[parts.index(package) :])
+    return file
+
+
 def summarise(raw_files: list[Path], top: int) -> str:
     """The three tables of the docstring, for every raw file together."""
     threads: Counter[str] = Counter()
     self_packages: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
     for raw in raw_files:
@@ -91,7 +116,9 @@ def summarise(raw_files: list[Path], top: int) -> str:
             threads[f"{raw.stem}: {NUMBERED.sub('', thread) or thread}"] += count
             parsed = [m for m in (FRAME.match(f) for f in frames[1:]) if m]
             if parsed:
-                self_packages[package_of(parsed[-1]["file"])] += count
+                leaf = parsed[-1]
+                self_packages[package_of(leaf["file"])] += count
+                leaves[f"{short_path(leaf['file'])}:{leaf['line']} {leaf['function']}"] += count
             seen = set()
             for match in parsed:
                 if package_of(match["file"]) in PROJECT_PACKAGES:
@@ -112,6 +139,7 @@ def summarise(raw_files: list[Path], top: int) -> str:
             f"{total} samples of busy threads",
             table("thread (process: name)", threads),
             table("self: package of the innermost frame", self_packages),
+            table("self: innermost line", leaves),
             table("inclusive: this project's function", inclusive),
         ]
     )
@@ -125,6 +153,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=int, default=20, help="how long py-spy records")
     parser.add_argument("--rate", type=int, default=200, help="samples per second")
+    parser.add_argument(
+        "--mode",
+        choices=["cpu", "wall"],
+        default="cpu",
+        help="cpu: only threads holding the GIL (py-spy --gil); wall: every thread py-spy does not see as idle",
+    )
     parser.add_argument("--top", type=int, default=25, help="rows per table")
     parser.add_argument("--out", default="bench-profile", help="where the raw files go")
     args = parser.parse_args()
@@ -160,7 +194,8 @@ def main() -> int:
                 raw = out / f"{proc.name}.txt"
                 raws.append(raw)
                 argv = [spy, "record", "-p", str(proc.pid), "--threads", "--rate", str(args.rate)]
-                argv += ["--format", "raw", "--duration", str(args.seconds), "--output", str(raw), "--nonblocking"]
+                argv += ["--format", "raw", "--duration", str(args.seconds), "--output", str(raw)]
+                argv += ["--full-filenames", *(["--gil"] if args.mode == "cpu" else [])]
                 recorders.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
             for recorder in recorders:
                 _, err = recorder.communicate(timeout=args.seconds + 60)
@@ -169,7 +204,8 @@ def main() -> int:
         stop.set()
         driver.join(120)
     print(
-        f"\n## Profile: {args.topology}, {args.variant}, {args.clients} clients, {args.seconds} s at {args.rate} Hz\n"
+        f"\n## Profile: {args.topology}, {args.variant}, {args.clients} clients,"
+        f" {args.seconds} s at {args.rate} Hz, {args.mode}\n"
     )
     print(f"{runs[0]} runs completed meanwhile; load average {loadavg()}; raw stacks in {out}\n")
     print(summarise([r for r in raws if r.exists()], args.top))
