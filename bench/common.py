@@ -466,6 +466,20 @@ def service_pids() -> list[int]:
     return found
 
 
+def pg_sessions(database_url: str) -> int | None:
+    """Connections ever opened to the PostgreSQL database of ``database_url`` (``pg_stat_database``;
+    the statistics reach it within a second or so), or None for another database."""
+    if not database_url.startswith("postgres"):
+        return None
+    import psycopg
+
+    name = database_url.rsplit("/", 1)[1]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_stat_clear_snapshot()")
+        row = admin.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s", [name]).fetchone()
+    return int(row[0]) if row else None
+
+
 def own_cpu() -> float:
     """CPU seconds this process (the load generator) used so far."""
     times = psutil.Process().cpu_times()

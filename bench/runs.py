@@ -40,6 +40,8 @@ doing falls on all of them alike; each system first gets ``--warmup`` runs that 
   embedded default and LangGraph it is only what others used meanwhile).
 - **client CPU/run** is the load generator's own CPU, **model CPU/run** the scripted model's:
   neither belongs to the system under test, both are shown to see that they were not the limit.
+- **PG conns/run**: connections opened to the system's PostgreSQL database per run
+  (``pg_stat_database.sessions``), for the systems that have one.
 - **load**: the 1-minute load average at the start of the system's chunks (mean); the machine
   has 2 cores, so a figure taken above 2 or so had company.
 - A run that answers anything but a finished conversation with the expected text is an error,
@@ -141,6 +143,7 @@ class System:
     pids: list[int] = field(default_factory=list)
     error: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    database: str = ""  # its PostgreSQL database's URL, if any
 
     @property
     def run_once(self) -> Callable[[httpx.AsyncClient, str], Awaitable[None]]:
@@ -159,6 +162,7 @@ class Cell:
     services_cpu: float = 0.0
     client_cpu: float = 0.0
     model_cpu: float = 0.0
+    pg_sessions: int | None = None
     loads: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -177,6 +181,7 @@ class Cell:
             "services_cpu_ms_per_run": per_run(self.services_cpu),
             "client_cpu_ms_per_run": per_run(self.client_cpu),
             "model_cpu_ms_per_run": per_run(self.model_cpu),
+            "pg_connections_per_run": self.pg_sessions / ok if ok and self.pg_sessions is not None else float("nan"),
             "load1": sum(self.loads) / len(self.loads) if self.loads else float("nan"),
         }
 
@@ -208,6 +213,7 @@ def measure_chunk(system: System, variant: str, clients: int, runs: int, cell: C
     """Run one chunk against ``system`` and add what it cost to ``cell``."""
     services = service_pids()
     cell.loads.append(loadavg()[0])
+    connections = common.pg_sessions(system.database) if system.database else None
     before = (tree_cpu(system.pids), tree_cpu(services), own_cpu(), tree_cpu([mock_pid]), time.perf_counter())
     latencies, errors = asyncio.run(drive(system.url, system.run_once, variant, clients, runs))
     after = (tree_cpu(system.pids), tree_cpu(services), own_cpu(), tree_cpu([mock_pid]), time.perf_counter())
@@ -218,6 +224,10 @@ def measure_chunk(system: System, variant: str, clients: int, runs: int, cell: C
     cell.model_cpu += after[3] - before[3]
     cell.latencies += latencies
     cell.errors += len(errors)
+    if connections is not None:
+        time.sleep(1)  # the statistics of the last connections reach pg_stat_database
+        opened = (common.pg_sessions(system.database) or 0) - connections
+        cell.pg_sessions = (cell.pg_sessions or 0) + opened
     if errors and cell.first_error is None:
         cell.first_error = errors[0]
 
@@ -232,13 +242,14 @@ def start_system(procs: Processes, name: str, agent_files: list[Path], mock_url:
                 system.url, system.pids = product.url, product.pids()
             elif name in ("product-scaled", "product-scaled-2w"):
                 product = common.start_scaled(procs, agent_files, 2 if name.endswith("2w") else 1, name)
-                system.url, system.pids = product.url, product.pids()
+                system.url, system.pids, system.database = product.url, product.pids(), product.db
             elif name == "langgraph":
                 peer = start_langgraph(procs, mock_url, tool)
                 system.url, system.pids, system.versions = peer.url, peer.pids(), peer.versions
             elif name == "aegra":
                 peer = start_aegra(procs, mock_url, tool)
                 system.url, system.pids, system.versions = peer.url, peer.pids(), peer.versions
+                system.database = peer.database
     except (PeerUnavailable, RuntimeError, OSError) as error:
         system.error = str(error).replace("\n", " / ")[:500]
         print(f"{name} unavailable: {system.error}", file=sys.stderr)
@@ -260,7 +271,7 @@ def results_table(systems: list[System], results: dict[tuple[str, str, int], dic
     """The figures, one row per (system, variant, clients); unavailable systems with their error."""
     headers = [
         "system", "variant", "clients", "runs ok", "errors", "runs/s", "p50 ms", "p95 ms", "p99 ms",
-        "CPU ms/run", "services CPU ms/run", "client CPU ms/run", "model CPU ms/run", "load",
+        "CPU ms/run", "services CPU ms/run", "client CPU ms/run", "model CPU ms/run", "PG conns/run", "load",
     ]  # fmt: skip
     rows = []
     for (name, variant, clients), s in results.items():
@@ -268,11 +279,11 @@ def results_table(systems: list[System], results: dict[tuple[str, str, int], dic
             name, variant, str(clients), str(s["ok"]), str(s["errors"]), fmt(s["runs_per_s"]),
             fmt(s["p50_ms"]), fmt(s["p95_ms"]), fmt(s["p99_ms"]), fmt(s["cpu_ms_per_run"]),
             fmt(s["services_cpu_ms_per_run"]), fmt(s["client_cpu_ms_per_run"]), fmt(s["model_cpu_ms_per_run"]),
-            fmt(s["load1"], 2),
+            fmt(s["pg_connections_per_run"]), fmt(s["load1"], 2),
         ])  # fmt: skip
     for system in systems:
         if system.error:
-            rows.append([system.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"])
+            rows.append([system.name, *["-"] * (len(headers) - 1)])
     return markdown_table(headers, rows)
 
 

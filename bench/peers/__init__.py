@@ -112,6 +112,7 @@ class Peer:
     url: str
     proc: Proc
     versions: dict[str, str]
+    database: str = ""
 
     def pids(self) -> list[int]:
         """The root process of the system under test."""
@@ -172,4 +173,4 @@ def start_aegra(procs: Processes, model_url: str, tool: Path) -> Peer:
     except RuntimeError as error:
         raise PeerUnavailable(str(error)) from error
     found = versions(bin_dir, ["aegra-api", "aegra-cli", "langgraph", "langchain-openai"])
-    return Peer("aegra", url, proc, found)
+    return Peer("aegra", url, proc, found, database)
