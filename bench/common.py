@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -384,20 +385,46 @@ def create_database(procs: Processes, prefix: str) -> str:
     return f"{POSTGRES_URL.rsplit('/', 1)[0]}/{name}"
 
 
-def free_redis_db() -> str:
-    """A Redis URL on an empty database numbered 1-15 (the tests take them too; an empty one is not
-    in use right now), emptied again at the end by the caller."""
+def claim_redis_db(procs: Processes) -> str:
+    """A Redis database of its own among 1-15, taken as the tests take theirs (a lock key
+    ``agents-tests:db:<n>`` in database 0, set if absent, expiring, renewed here while the block
+    lasts), emptied before use and at the end, when the lock is given back."""
     import redis
 
     base = REDIS_URL.rstrip("/")
-    if base.count("/") > 2:  # a database number was given: use it
+    if base.count("/") > 2:  # a database number was given: use it as it is
         return base
-    for number in range(15, 0, -1):
-        client = redis.Redis.from_url(f"{base}/{number}")
-        if client.dbsize() == 0:
-            client.set("agents-bench-claim", "1", ex=24 * 3600)
-            return f"{base}/{number}"
-    raise RuntimeError("no empty Redis database among 1-15")
+    locks = redis.Redis.from_url(f"{base}/0")
+    owner = f"bench-{uuid.uuid4().hex}"
+    deadline = time.monotonic() + 120
+    while True:
+        number = next((n for n in range(15, 0, -1) if locks.set(f"agents-tests:db:{n}", owner, nx=True, ex=900)), None)
+        if number is not None:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("no free Redis database among 1-15 (all locked by test runs)")
+        time.sleep(0.5)
+    key, url = f"agents-tests:db:{number}", f"{base}/{number}"
+    redis.Redis.from_url(url).flushdb()
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(60):
+            with contextlib.suppress(redis.RedisError):
+                if locks.get(key) == owner.encode():
+                    locks.expire(key, 900)
+
+    threading.Thread(target=renew, name="redis-lock", daemon=True).start()
+
+    def release() -> None:
+        stop.set()
+        with contextlib.suppress(redis.RedisError):
+            redis.Redis.from_url(url).flushdb()
+            if locks.get(key) == owner.encode():
+                locks.delete(key)
+
+    procs.callback(release)
+    return url
 
 
 def start_scaled(
@@ -405,11 +432,8 @@ def start_scaled(
 ) -> Product:
     """PostgreSQL and Redis, one ``agents serve`` and ``workers`` ``agents worker`` processes
     (``extra`` flags go to all of them)."""
-    import redis
-
     db = create_database(procs, "agents_bench")
-    redis_url = free_redis_db()
-    procs.callback(lambda: redis.Redis.from_url(redis_url).flushdb())
+    redis_url = claim_redis_db(procs)
     env = clean_env(DJANGO_SECRET_KEY=SECRET_KEY, REDIS_URL=redis_url)
     port = free_port()
     server = procs.start(f"{name}-serve", agents_argv("serve", agent_files, db, "--port", str(port), *extra), env)
