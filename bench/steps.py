@@ -25,9 +25,10 @@ time the model took:
 
 The histories are built first, fast, through the API itself: one session per size, each run
 adds two turns (the user's and the model's), so 1,000 turns are 500 runs. Each sample adds two
-more turns, so a size's sessions end ``2 x samples`` turns above it (the table shows the mean
-history of the samples). Samples are taken in ``--rounds`` rounds, the sizes alternating,
-so that the machine's other load falls on all sizes alike.
+more turns, so a size's session is built to ``samples`` turns below it and its samples run on
+histories from about H - samples to H + samples (the table shows their mean). Samples are taken
+in ``--rounds`` rounds, the sizes alternating, so that the machine's other load falls on all
+sizes alike.
 
 The server is the embedded default (one ``agents serve``, SQLite, in-process worker), or with
 ``--db postgres`` the same single process on a fresh PostgreSQL database.
@@ -143,8 +144,10 @@ def main() -> int:
                 post(client, "/v1/sessions?wait=true", {"agent": "bench", "prompt": "warm-up"})
             for size in sizes:
                 if size.turns > 0:
-                    with phase(f"building a session of {size.turns} turns ({size.turns // 2} runs)"):
-                        size.session_id = build(client, size.turns)
+                    # each sample adds two turns: start below the size so that the samples centre on it
+                    start = max(2, size.turns - args.samples)
+                    with phase(f"building a session of {start} turns ({start // 2} runs)"):
+                        size.session_id = build(client, start)
             for round_index, chunk in enumerate(common.split(args.samples, args.rounds)):
                 for size in sizes:
                     with phase(f"round {round_index + 1}: {chunk} samples at {size.turns} turns"):
