@@ -23,7 +23,8 @@ It starts the scripted model and ``agents serve --stream-tokens`` (the embedded 
   the burst): the server reads them back from the database and sends them as fast as it can;
   the time runs from the request to the last event of the burst. This is delivery alone.
 
-The server's CPU (psutil, every process of it) per event delivered is shown for the last two.
+The product's CPU (psutil: the server, and the worker when scaled out) per event delivered is
+shown for the last two.
 """
 
 from __future__ import annotations
@@ -292,7 +293,7 @@ def main() -> int:
         ["replay (?after=)", str(t["replayed_events"]), fmt(t["replay_seconds"], 2), fmt(t["replay_events_per_s"], 0),
          fmt(t["replay_cpu_ms_per_event"], 2), fmt(t["load1"], 2)],
     ]  # fmt: skip
-    print(markdown_table(["path", "events", "seconds", "events/s", "server CPU ms/event", "load"], rows))
+    print(markdown_table(["path", "events", "seconds", "events/s", "product CPU ms/event", "load"], rows))
     print(f"\n({t['sessions']} sessions, {t['text_deltas']} text.delta events among them)")
     print(f"load average at the end: {loadavg()}")
     common.write_json(
