@@ -160,7 +160,7 @@ def main() -> int:
         help="cpu: only threads holding the GIL (py-spy --gil); wall: every thread py-spy does not see as idle",
     )
     parser.add_argument("--top", type=int, default=25, help="rows per table")
-    parser.add_argument("--out", default="bench-profile", help="where the raw files go")
+    parser.add_argument("--out", default=str(common.BENCH / ".profile"), help="where the raw files go")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
