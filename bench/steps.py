@@ -170,9 +170,19 @@ def main() -> int:
     first, last = summaries[0], summaries[-1]
     ratio = last["orchestration_p50_ms"] / first["orchestration_p50_ms"]
     print(f"\norchestration p50 at {last['turns']} turns / at {first['turns']} turns: {ratio:.2f}")
+    cpu_ratio = last["cpu_ms_per_step"] / first["cpu_ms_per_step"]
+    # the CPU per step hardly moves with the machine's other load; the wall time does
+    print(f"CPU per step at {last['turns']} turns / at {first['turns']} turns: {cpu_ratio:.2f}")
     print(f"load average at the end: {loadavg()}")
     common.write_json(
-        args.json, {"benchmark": "steps", "options": vars(args), "results": summaries, "ratio_last_first": ratio}
+        args.json,
+        {
+            "benchmark": "steps",
+            "options": vars(args),
+            "results": summaries,
+            "ratio_last_first": ratio,
+            "cpu_ratio_last_first": cpu_ratio,
+        },
     )
     return 0
 
