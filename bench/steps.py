@@ -20,7 +20,9 @@ time the model took:
   events, waking the waiting request and rendering the session. The table prints its p50 (and
   p95) per history size, and the ratio of the largest size's p50 to the smallest's: how the
   overhead grows with history.
-- **CPU ms/step**: CPU seconds of the server process (psutil) per run, over the samples.
+- **CPU ms/step**: CPU seconds of the server process (psutil) per run, over the samples; with
+  the ratio of its largest size to its smallest, a figure the machine's other load hardly
+  moves, where the wall time grows with it.
 - **answer KiB**: the size of the answer's body (the whole session is sent back).
 
 The histories are built first, fast, through the API itself: one session per size, each run
