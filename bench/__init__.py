@@ -1,0 +1,1 @@
+"""Benchmarks of the agents server (see bench/README.md)."""
