@@ -4,12 +4,17 @@ Paths are those of the reference API exactly (``/v1/sessions/:id``, never ``/v1/
 or ``.json``); ``/`` belongs to the chat page. Ids are anything but a slash, so that a malformed
 id reaches its view and answers that view's 404 (``unknown_session``, ``unknown_token``). One
 route is added: ``POST`` on a detail path runs the viewset's ``complete`` action, for
-``POST /v1/continuations/:token``.
+``POST /v1/continuations/:token``. Every view runs on the API's thread pool
+(``agentsite.threads``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework.routers import DefaultRouter, Route
+
+from agentsite.threads import pooled
 
 
 class ApiRouter(DefaultRouter):
@@ -39,3 +44,10 @@ class ApiRouter(DefaultRouter):
         lookup = getattr(viewset, "lookup_field", "pk")
         name = getattr(viewset, "lookup_url_kwarg", None) or lookup
         return f"(?P<{lookup_prefix}{name}>[^/]+)"
+
+    def get_urls(self) -> list[Any]:
+        """The routes, each view run on the API's thread pool."""
+        urls = super().get_urls()
+        for pattern in urls:
+            pattern.callback = pooled(pattern.callback)
+        return urls

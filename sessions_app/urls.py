@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from agentsite.routers import ApiRouter
+from agentsite.threads import pooled
 from sessions_app import sse
 from sessions_app.mcp.http import McpViewSet
 from sessions_app.views import ContinuationViewSet, HealthViewSet, SessionViewSet
@@ -14,8 +15,8 @@ router.register("v1/sessions", SessionViewSet, basename="session")
 router.register("v1/continuations", ContinuationViewSet, basename="continuation")
 
 urlpatterns = [
-    path("healthz", HealthViewSet.as_view({"get": "health"}), name="health"),
-    path("mcp", McpViewSet.as_view({"post": "create"}), name="mcp"),
+    path("healthz", pooled(HealthViewSet.as_view({"get": "health"})), name="health"),
+    path("mcp", pooled(McpViewSet.as_view({"post": "create"})), name="mcp"),
     path("v1/sessions/<str:session_id>/events", sse.session_events, name="session-events"),
     path("v1/events", sse.all_events, name="events"),
     *router.urls,

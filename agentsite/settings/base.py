@@ -135,6 +135,8 @@ AGENTS = {
     "MCP_DISCOVERY_TIMEOUT": env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=30.0),
     # Bytes a tool call may return to the model (any tool kind); longer text is cut, with a note.
     "TOOL_OUTPUT_MAX_BYTES": env.int("AGENTS_TOOL_OUTPUT_MAX_BYTES", default=1024 * 1024),
+    # Threads that run the API's views (each keeps its database connection between requests).
+    "HTTP_THREADS": env.int("AGENTS_HTTP_THREADS", default=64),
     # Bytes of session documents (as JSON) each process keeps parsed for the runs it executes.
     "DOCUMENT_CACHE_BYTES": env.int("AGENTS_DOCUMENT_CACHE_BYTES", default=8 * 1024 * 1024),
     # Seconds an LLM request may take before the run fails.

@@ -13,3 +13,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # a file, not the shared-cache memory database, so that tests with several threads see the
     # same locking as the server does
     DATABASES = {"default": {**DATABASES["default"], "TEST": {"NAME": str(BASE_DIR / ".pytest-db.sqlite3")}}}
+
+# Views run on the test client's own thread, inside the test's transaction (the servers that the
+# integration tests start use the thread pool of agentsite.threads).
+AGENTS = {**AGENTS, "HTTP_THREADS": 0}  # noqa: F405
