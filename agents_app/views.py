@@ -17,7 +17,7 @@ from agents_app.loader import LoadedAgent
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from agentsite.api import ApiViewSet, error_responses
-from agentsite.common import Rfc3339Field, rfc3339
+from agentsite.common import Rfc3339Field, render, rfc3339
 from agentsite.errors import UnknownAgent
 from tools_app.toolset import ToolSet
 
@@ -123,7 +123,7 @@ class AgentViewSet(ApiViewSet):
     def list(self, request: Request) -> Response:
         """List the agents, as a bare array."""
         descriptors = [agent_descriptor(agent.spec.slug) for agent in get_registry().roots()]
-        return Response(AgentDescriptorSerializer(descriptors, many=True).data)
+        return Response([render(AgentDescriptorSerializer, descriptor) for descriptor in descriptors])
 
     @extend_schema(
         operation_id="getAgent", parameters=[SLUG], responses={200: AgentDescriptorSerializer, **error_responses(404)}
@@ -132,7 +132,7 @@ class AgentViewSet(ApiViewSet):
         """One agent."""
         if get_registry().get(slug) is None:
             raise UnknownAgent(slug)
-        return Response(AgentDescriptorSerializer(agent_descriptor(slug)).data)
+        return Response(render(AgentDescriptorSerializer, agent_descriptor(slug)))
 
     @extend_schema(
         operation_id="putAgent",
@@ -149,7 +149,7 @@ class AgentViewSet(ApiViewSet):
         """Store an agent: 201 the first time, 200 when it replaces the stored one."""
         prepared, _, created = services.stored_agent_put(slug, request.data, updated_by=request.user.owner)
         descriptor = _descriptor(prepared.loaded, prepared.toolset)
-        return Response(AgentDescriptorSerializer(descriptor).data, status=201 if created else 200)
+        return Response(render(AgentDescriptorSerializer, descriptor), status=201 if created else 200)
 
     @extend_schema(
         operation_id="deleteAgent",
@@ -178,4 +178,4 @@ class AgentViewSet(ApiViewSet):
                 "source": "database",
                 "config": {**contents, "files": row.files},
             }
-        return Response(AgentDescriptorSerializer(before).data)
+        return Response(render(AgentDescriptorSerializer, before))

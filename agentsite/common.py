@@ -50,6 +50,21 @@ class Rfc3339Field(serializers.DateTimeField):
         return value if isinstance(value, str) else rfc3339(value)
 
 
+_shared_serializers: dict[type[serializers.Serializer], serializers.Serializer] = {}
+
+
+def render(serializer_class: type[serializers.Serializer], instance: Any) -> dict[str, Any]:
+    """``serializer_class``'s representation of ``instance``, through one shared serializer.
+
+    Making a serializer copies its declared fields every time; rendering only reads them, so one
+    instance per class serves every thread.
+    """
+    shared = _shared_serializers.get(serializer_class)
+    if shared is None:
+        shared = _shared_serializers.setdefault(serializer_class, serializer_class())
+    return shared.to_representation(instance)
+
+
 def is_base64(value: str) -> bool:
     """Whether ``value`` is standard base64 (padding required, no other characters)."""
     try:

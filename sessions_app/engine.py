@@ -14,6 +14,8 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,24 +137,17 @@ def _complete_unless_stopped(signals: RunSignals, **request: Any) -> Any:
         Stopped: the run was stopped first; the answer, when it comes, is dropped.
         agents_app.llm.LlmError: the provider failed.
     """
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def ask() -> None:
+    answer = _llm_requests.submit(complete, **request)
+    while True:
         try:
-            outcome["answer"] = complete(**request)
-        except BaseException as error:  # handed to the waiting step below
-            outcome["error"] = error
-        finally:
-            done.set()
+            return answer.result(timeout=0.05)
+        except FuturesTimeout:
+            if signals.stop.is_set():
+                raise Stopped() from None
 
-    threading.Thread(target=ask, name="llm-request", daemon=True).start()
-    while not done.wait(0.05):
-        if signals.stop.is_set():
-            raise Stopped()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["answer"]
+
+#: The threads that wait on the model for the steps of this process (reused from call to call).
+_llm_requests = ThreadPoolExecutor(max_workers=64, thread_name_prefix="llm-request")
 
 
 def _only_detached_open(turn: dict[str, Any]) -> bool:

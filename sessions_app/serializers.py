@@ -13,7 +13,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agentsite.common import Rfc3339Field, is_base64
+from agentsite.common import Rfc3339Field, is_base64, render
 from agentsite.errors import BadRequest
 from sessions_app.models import Session
 
@@ -197,7 +197,7 @@ class SessionMetaSerializer(serializers.Serializer):
 
 def meta_view(session: Session) -> dict[str, Any]:
     """The SessionMetaView of a session as a plain dict (the payload of session events)."""
-    return dict(SessionMetaSerializer(session).data)
+    return render(SessionMetaSerializer, session)
 
 
 class SessionViewSerializer(SessionMetaSerializer):

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 
 from agentsite.api import ApiViewSet, error_responses, json_object_body, parse_uuid, query_bool, wait_params
 from agentsite.auth import new_session_token
+from agentsite.common import render
 from agentsite.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
 from sessions_app import mailbox, selectors
@@ -80,7 +81,7 @@ def session_answer(request: Request, session: Session, *, created: bool = False,
     if token is not None:
         session.session_token = token
     headers = {"Location": f"/v1/sessions/{session.pk}"} if created else None
-    return Response(SessionViewSerializer(session).data, status=status, headers=headers)
+    return Response(render(SessionViewSerializer, session), status=status, headers=headers)
 
 
 class SessionViewSet(ApiViewSet):
@@ -136,7 +137,7 @@ class SessionViewSet(ApiViewSet):
             before=before,
             owner=request.user.owner,
         )
-        return Response(SessionListSerializer({"sessions": rows, "next_before": next_before}).data)
+        return Response(render(SessionListSerializer, {"sessions": rows, "next_before": next_before}))
 
     @extend_schema(
         operation_id="createSession",
@@ -194,7 +195,7 @@ class SessionViewSet(ApiViewSet):
     def destroy(self, request: Request, session_id: str) -> Response:
         """Delete the session and its descendants (leaves first); refused while a run is active."""
         plan = tree.session_delete(session_id=_session_id(session_id), dry_run=query_bool(request, "dry_run"))
-        return Response(DeletionPlanSerializer(plan).data)
+        return Response(render(DeletionPlanSerializer, plan))
 
     @extend_schema(
         operation_id="postMessage",
@@ -244,7 +245,7 @@ class SessionViewSet(ApiViewSet):
     def pending(self, request: Request, session_id: str) -> Response:
         """The deferred calls waiting for a continuation."""
         session = selectors.session_get(_session_id(session_id))
-        return Response(PendingSerializer({"calls": session.pending_calls}).data)
+        return Response(render(PendingSerializer, {"calls": session.pending_calls}))
 
     @extend_schema(
         operation_id="listMail",
@@ -256,7 +257,7 @@ class SessionViewSet(ApiViewSet):
         """The session's mail, oldest first."""
         session = selectors.session_get(_session_id(session_id))
         envelopes = selectors.mail_list(session, unread=query_bool(request, "unread"))
-        return Response(MailListSerializer({"mail": envelopes}).data)
+        return Response(render(MailListSerializer, {"mail": envelopes}))
 
     @extend_schema(
         operation_id="sendMail",
@@ -278,7 +279,7 @@ class SessionViewSet(ApiViewSet):
             sender={"tag": "user", "owner": request.user.owner},
             mail_id=data.get("id"),
         )
-        return Response(ReceiptSerializer(receipt).data, status=202)
+        return Response(render(ReceiptSerializer, receipt), status=202)
 
     @extend_schema(
         operation_id="forkSession",
@@ -294,7 +295,7 @@ class SessionViewSet(ApiViewSet):
         data = validated(ForkSerializer, json_object_body(request))
         session = tree.session_fork(session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"))
         headers = {"Location": f"/v1/sessions/{session.pk}"}
-        return Response(SessionViewSerializer(session).data, status=201, headers=headers)
+        return Response(render(SessionViewSerializer, session), status=201, headers=headers)
 
     @extend_schema(
         operation_id="pauseSession",
@@ -321,7 +322,7 @@ class SessionViewSet(ApiViewSet):
         sid = _session_id(session_id)
         selectors.session_get(sid)
         sessions.session_cancel(session_id=sid, owner=request.user.owner)
-        return Response(SessionMetaSerializer(selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)).data)
+        return Response(render(SessionMetaSerializer, selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)))
 
     @extend_schema(
         operation_id="cancelAttached",
@@ -351,7 +352,7 @@ class SessionViewSet(ApiViewSet):
         body = json_object_body(request)
         # an object whose only key is "params", holding an object, is the wrapped form
         values = body["params"] if set(body) == {"params"} and isinstance(body["params"], dict) else body
-        return Response(SessionViewSerializer(owner.session_params_put(session_id=sid, params=values)).data)
+        return Response(render(SessionViewSerializer, owner.session_params_put(session_id=sid, params=values)))
 
     @extend_schema(
         operation_id="revokeSessionToken",
@@ -363,7 +364,7 @@ class SessionViewSet(ApiViewSet):
         """Revoke the session token: it answers 401 from now on."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return Response(SessionViewSerializer(owner.session_token_revoke(session_id=sid)).data)
+        return Response(render(SessionViewSerializer, owner.session_token_revoke(session_id=sid)))
 
 
 class ContinuationViewSet(ApiViewSet):
@@ -399,4 +400,4 @@ class HealthViewSet(viewsets.ViewSet):
     @extend_schema(operation_id="health", responses={200: HealthSerializer}, auth=[])
     def health(self, request: Request) -> Response:
         """``{"ok": true, "live_sessions": N, "active_runs": N}``."""
-        return Response(HealthSerializer(selectors.health()).data)
+        return Response(render(HealthSerializer, selectors.health()))
