@@ -85,6 +85,9 @@ class McpConnection:
         self._stopping = False
         self._relist: anyio.Event | None = None
         self._start_lock: anyio.Lock | None = None
+        # held while the tools are listed, so that a call's result can wait for a listing that
+        # its own change notification started
+        self._list_lock: anyio.Lock | None = None
 
     @property
     def alive(self) -> bool:
@@ -197,6 +200,12 @@ class McpConnection:
                 )
 
     async def _list_tools(self, session: ClientSession) -> None:
+        if self._list_lock is None:
+            self._list_lock = anyio.Lock()
+        async with self._list_lock:
+            await self._list_tools_now(session)
+
+    async def _list_tools_now(self, session: ClientSession) -> None:
         tools: list[types.Tool] = []
         cursor: str | None = None
         while True:
@@ -254,10 +263,14 @@ class McpConnection:
         """List the tools now when the server announced a change during a call, so that the
         model's next request (which follows this result) offers the new list."""
         await anyio.sleep(0)  # let a list_changed notification that came with the result land
-        if self._relist is not None and self._relist.is_set():
-            self._relist = anyio.Event()
-            with anyio.move_on_after(POLL_SECONDS):
+        with anyio.move_on_after(POLL_SECONDS):
+            if self._relist is not None and self._relist.is_set():
+                self._relist = anyio.Event()
                 await self._list_tools(session)
+            elif self._list_lock is not None and self._list_lock.locked():
+                # the relisting task took the notification first: wait for its new list
+                async with self._list_lock:
+                    pass
 
     def _mark_gone(self) -> None:
         """Consider the server gone: the session ends, and the next call starts it again."""
