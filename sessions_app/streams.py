@@ -12,6 +12,7 @@ written meanwhile (docs/api.md §9.4, §9.7).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import uuid
@@ -55,7 +56,7 @@ async def in_db_thread(fn: Callable[[], T]) -> T:
     return await asyncio.get_running_loop().run_in_executor(_executor, _guarded(fn))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Frame:
     """One event as sent: its ``seq``, ``kind``, session and the ``data`` JSON line."""
 
@@ -70,9 +71,14 @@ class Frame:
         """The frame of a stored event."""
         return cls(event.seq, event.kind, str(event.session_id), event.owner, events.event_data(event))
 
+    @functools.cached_property
+    def sse_text(self) -> str:
+        """The server-sent-events text of this frame, made once for all the streams that send it."""
+        return f"id: {self.seq}\nevent: {self.kind}\ndata: {self.data}\n\n"
+
     def sse(self) -> str:
         """The server-sent-events text of this frame."""
-        return f"id: {self.seq}\nevent: {self.kind}\ndata: {self.data}\n\n"
+        return self.sse_text
 
     def message(self) -> str:
         """The websocket message of this frame: ``{"id", "event", "data"}``."""
