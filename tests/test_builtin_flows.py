@@ -106,7 +106,7 @@ def _script(work: Path, tmp: Path) -> dict[str, Any]:
             on(
                 "FLOW-LUA",
                 _call(LUA, script="while true do end"),
-                _call(LUA, script="local t = {} for i = 1, 1e8 do t[i] = ('x'):rep(100) .. i end"),
+                _call(LUA, script="local t = {} for i = 1, 1e6 do t[i] = ('x'):rep(1000000) .. i end"),
                 _call(LUA, script="return tools.call('sqlite_facts_query', {sql = 'SELECT 1'})"),
                 _call(LUA, script=staged),
             ),
