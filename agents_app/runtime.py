@@ -13,6 +13,7 @@ from typing import Any
 
 from agents_app.keys import api_key_for
 from agents_app.loader import AgentTree, LoadedAgent
+from agents_app.narrowing import helper_tools
 from agents_app.parameters import AgentParameters, ParamValue
 from agents_app.registry import get_registry
 from agentsite.errors import UnknownAgent
@@ -89,7 +90,8 @@ _built_from: dict[str, AgentTree] = {}
 def runtime_agent(slug: str) -> RuntimeAgent:
     """The runtime agent for ``slug`` (a root, or a helper of one), built on first use.
 
-    Its tools are its own plus one ``io_prompt_agent_<helper>`` per helper.
+    Its tools are its own plus one ``io_prompt_agent_<helper>`` per helper, and ``describe_agent``
+    and ``derive_agent`` when it has helpers (docs/tools.md §8.6).
 
     Raises:
         ApiError: 404 ``unknown_agent`` when no root agent has that slug.
@@ -105,10 +107,19 @@ def runtime_agent(slug: str) -> RuntimeAgent:
         if loaded is None:
             raise UnknownAgent(slug)
         helpers = [registry.find(h) for h in loaded.helper_slugs]
+        refs = {ref.slug: ref for ref in loaded.spec.helper_refs()}
         parameters = AgentParameters.load(loaded.spec, base_dir=loaded.base_dir, api_keys=registry.api_keys)
-        toolset = build_toolset(loaded, parameters.resolve()).with_extra_tools(
-            [SubAgentTool(h.spec.slug, h.spec.announce) for h in helpers if h is not None]
-        )
+        subagents = [
+            SubAgentTool(
+                h.spec.slug,
+                h.spec.announce,
+                refs[h.spec.slug].with_ if h.spec.slug in refs else None,
+                refs[h.spec.slug].narrowable if h.spec.slug in refs else True,
+            )
+            for h in helpers
+            if h is not None
+        ]
+        toolset = build_toolset(loaded, parameters.resolve()).with_extra_tools(helper_tools(subagents, runtime_agent))
         agent = RuntimeAgent(
             loaded=loaded,
             toolset=toolset,

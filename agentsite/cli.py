@@ -178,6 +178,20 @@ def _parameter_problems(registry: Any) -> list[str]:
     return problems
 
 
+def _join_fleet() -> None:
+    """Scaled out, this process keeps the key of the values sessions hold outside the database
+    alive while it lives (sessions_app/secrets.py); exit 2 when Redis cannot be reached."""
+    import redis
+
+    from sessions_app.secrets import join_fleet
+
+    try:
+        join_fleet()
+    except redis.RedisError as error:
+        print(f"agents: cannot join the other processes through Redis: {type(error).__name__}", file=sys.stderr)
+        raise SystemExit(2) from error
+
+
 def _recover(*, all_claimed: bool) -> None:
     """Startup recovery (docs/sessions.md §4.8): before the first request is accepted."""
     from sessions_app.services.recovery import recover_stale_runs
@@ -238,6 +252,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     auth = _auth_config_or_exit()
     call_command("migrate", interactive=False, verbosity=0)
     _load_agents_or_exit()
+    _join_fleet()
     _recover(all_claimed=settings.EMBEDDED_WORKER)
     if settings.EMBEDDED_WORKER:
         from agentsite import embedded
@@ -278,7 +293,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     call_command("migrate", interactive=False, verbosity=0)
     _load_agents_or_exit()
+    _join_fleet()
     from agentsite.celery import app
+    from sessions_app.secrets import leave_fleet
 
     argv = [
         "worker",
@@ -295,6 +312,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         argv.append(f"--hostname={args.hostname}")
     log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency, "beat": args.beat})
     app.worker_main(argv)
+    leave_fleet()
     return 0
 
 
