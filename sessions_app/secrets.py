@@ -297,13 +297,6 @@ def leave_fleet() -> None:
         log.warning("fleet leave failed", extra={"kind": "secrets.fleet_leave_failed"})
 
 
-def reset_store() -> None:
-    """Forget this process's store (tests)."""
-    global _store
-    with _lock:
-        _store = None
-
-
 def names_of(fields: Iterable[str], prefix: str) -> list[str]:
     """The names of the fields with ``prefix``, without it, sorted."""
     return sorted(field[len(prefix):] for field in fields if field.startswith(prefix))

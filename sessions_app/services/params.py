@@ -12,7 +12,6 @@ anything, and hand the values over with :func:`hold_on_commit` once their transa
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +24,6 @@ from agents_app.runtime import RuntimeAgent
 from agentsite.errors import ForbiddenParams, ParamsRequired
 from sessions_app.models import Session
 from sessions_app.secrets import names_of, store
-
-log = logging.getLogger("sessions.params")
 
 #: Field prefixes of the held values: secret session values, a run's message-scope values.
 SECRET = "p:"
@@ -72,11 +69,11 @@ def check_request(
     return agent.parameters.check_request(params)
 
 
-def given_values(session: Session | None, held: Mapping[str, Any] | None = None) -> dict[str, ParamValue]:
-    """A session's own values: the stored non-secret ones and the held secret ones."""
-    given = {name: ParamValue(value) for name, value in ((session.params or {}) if session else {}).items()}
-    for name in names_of(held or {}, SECRET):
-        given[name] = ParamValue(held[SECRET + name], secret=True)  # type: ignore[index]
+def given_values(session: Session, fields: Mapping[str, Any]) -> dict[str, ParamValue]:
+    """A session's own values: the stored non-secret ones and the secret ones of its held ``fields``."""
+    given = {name: ParamValue(value) for name, value in (session.params or {}).items()}
+    for name in names_of(fields, SECRET):
+        given[name] = ParamValue(fields[SECRET + name], secret=True)
     return given
 
 
