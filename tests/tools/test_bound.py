@@ -210,3 +210,17 @@ def test_mcp_env_takes_process_values_and_agent_bindings_reach_mcp_tools(tmp_pat
     assert isinstance(echo, BoundTool) and echo.schema_for()["properties"] == {}
     result = echo.call({"text": "model"}, make_ctx(params={"words": ParamValue("bound words")}))
     assert not result.is_error and "bound words" in str(result.response)
+
+
+def test_agent_bindings_reach_built_in_tools(tmp_path):
+    agent = make_agent(
+        tmp_path,
+        parameters=[{"name": "report", "scope": "session"}],
+        builtinToolboxes=[{"tag": "SqliteToolbox", "contents": {
+            "Name": "mem", "Description": "notes", "Versioning": {"tag": "SqliteReadWrite", "path": "data.db"}}}],
+        bindings=[{"tool": "sqlite_mem_*", "arg": "sql", "value": {"tag": "Param", "contents": "report"}}],
+    )
+    [tool] = build_toolset(agent).tools
+    assert isinstance(tool, BoundTool) and tool.openai_tool()["function"]["parameters"]["properties"] == {}
+    failed, out = run(tool, {"sql": "DROP TABLE everything"}, report="SELECT 41 + 1 AS answer")
+    assert not failed and "42" in json.dumps(out)
