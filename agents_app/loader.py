@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from agents_app import schema
 from agents_app.builtins import parse_builtin_toolboxes
+from agents_app.parameters import process_values, spec_problems, with_problems
 from agents_app.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
 
 #: Suffixes of the files inside a ``toolDirectory`` that are helper agents (docs/agents.md §4).
@@ -146,8 +147,9 @@ def parse_agent_document(document: Any, label: str) -> tuple[AgentSpec, dict[str
         warnings.append(f"{label}: unknown flavor {spec.flavor!r} (known: {known})")
     _, builtin_problems, builtin_warnings = parse_builtin_toolboxes(spec.builtinToolboxes, spec.fileSandboxes)
     warnings.extend(f"{label}: {line}" for line in builtin_warnings)
-    if builtin_problems:
-        raise AgentLoadError([f"{label}: {line}" for line in builtin_problems], warnings)
+    problems = [*builtin_problems, *spec_problems(spec)]
+    if problems:
+        raise AgentLoadError([f"{label}: {line}" for line in problems], warnings)
     return spec, contents, warnings
 
 
@@ -251,6 +253,7 @@ class _TreeBuilder:
         while queue:
             queue.extend(self._expand(queue.popleft()))
         self._warn_cycles(root)
+        self._check_with()
         return root
 
     def _load(self, path: Path) -> tuple[LoadedAgent | None, bool]:
@@ -378,6 +381,21 @@ class _TreeBuilder:
             if helper.spec.slug not in agent.helper_slugs:
                 agent.helper_slugs.append(helper.spec.slug)
         return fresh
+
+    def _check_with(self) -> None:
+        """Each helper gets the parameters it requires (docs/agents.md §4): what its caller's
+        ``with`` names must exist, and its required session parameters must be covered."""
+        for agent in self.agents.values():
+            refs = {ref.slug: (index, ref) for index, ref in enumerate(agent.spec.helper_refs())}
+            for slug in agent.helper_slugs:
+                helper = self.agents.get(slug)
+                if helper is None:
+                    continue
+                index, ref = refs.get(slug, (None, None))
+                where = f"extraAgents[{index}]" if ref is not None else f"toolDirectory helper {slug}"
+                given = (ref.with_ or {}) if ref is not None else {}
+                for line in with_problems(where, given, helper.spec, process_values()):
+                    self._problem(agent, line)
 
     def _warn_cycles(self, root: LoadedAgent) -> None:
         """Warn about helper cycles reachable from the root (allowed for file agents, docs/agents.md §4).

@@ -13,8 +13,11 @@ from typing import Any
 
 from agents_app.keys import api_key_for
 from agents_app.loader import AgentTree, LoadedAgent
+from agents_app.narrowing import helper_tools
+from agents_app.parameters import AgentParameters, ParamValue
 from agents_app.registry import get_registry
 from agentsite.errors import UnknownAgent
+from tools_app.base import VisibleParams
 from tools_app.policy import ToolCallPolicy
 from tools_app.subagent import SubAgentTool
 from tools_app.toolset import ToolSet, build_toolset
@@ -30,6 +33,7 @@ class RuntimeAgent:
         policy: its tool-call policy (docs/tools.md §5).
         api_key: the key for its ``apiKeyId``, or ``None`` (no Authorization header).
         owner_api_keys: owner -> keys, from ``--owner-api-keys`` (see :meth:`api_key_for`).
+        parameters: its declared parameters, defaults resolved when it was built (docs/agents.md §8).
     """
 
     loaded: LoadedAgent
@@ -37,6 +41,7 @@ class RuntimeAgent:
     policy: ToolCallPolicy
     api_key: str | None
     owner_api_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+    parameters: AgentParameters = field(default_factory=lambda: AgentParameters([]))
 
     def api_key_for(self, owner: str | None) -> str | None:
         """The key a session of ``owner`` calls the LLM with (docs/api.md §10.6).
@@ -59,13 +64,21 @@ class RuntimeAgent:
         """The system prompt text."""
         return self.loaded.spec.system_prompt_text()
 
-    def system_tools(self) -> list[dict[str, Any]]:
-        """The ``userTools`` entries stored on each user turn."""
-        return self.toolset.system_tools()
+    def system_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
+        """The ``userTools`` entries stored on each user turn (``params``: the session's values,
+        which hide the exposed arguments they bind)."""
+        return self.toolset.system_tools(params)
 
-    def openai_tools(self) -> list[dict[str, Any]]:
-        """The ``tools`` of a chat-completions request."""
-        return self.toolset.openai_tools()
+    def openai_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
+        """The ``tools`` of a chat-completions request (``params`` as for :meth:`system_tools`)."""
+        return self.toolset.openai_tools(params)
+
+    def resolve_params(
+        self, given: dict[str, ParamValue] | None = None, message: dict[str, ParamValue] | None = None
+    ) -> dict[str, ParamValue]:
+        """Its parameter values for a session (``given``) and a run (``message``): see
+        ``AgentParameters.resolve``."""
+        return self.parameters.resolve(given, message)
 
 
 _lock = threading.Lock()
@@ -77,7 +90,8 @@ _built_from: dict[str, AgentTree] = {}
 def runtime_agent(slug: str) -> RuntimeAgent:
     """The runtime agent for ``slug`` (a root, or a helper of one), built on first use.
 
-    Its tools are its own plus one ``io_prompt_agent_<helper>`` per helper.
+    Its tools are its own plus one ``io_prompt_agent_<helper>`` per helper, and ``describe_agent``
+    and ``derive_agent`` when it has helpers (docs/tools.md §8.6).
 
     Raises:
         ApiError: 404 ``unknown_agent`` when no root agent has that slug.
@@ -93,15 +107,26 @@ def runtime_agent(slug: str) -> RuntimeAgent:
         if loaded is None:
             raise UnknownAgent(slug)
         helpers = [registry.find(h) for h in loaded.helper_slugs]
-        toolset = build_toolset(loaded).with_extra_tools(
-            [SubAgentTool(h.spec.slug, h.spec.announce) for h in helpers if h is not None]
-        )
+        refs = {ref.slug: ref for ref in loaded.spec.helper_refs()}
+        parameters = AgentParameters.load(loaded.spec, base_dir=loaded.base_dir, api_keys=registry.api_keys)
+        subagents = [
+            SubAgentTool(
+                h.spec.slug,
+                h.spec.announce,
+                refs[h.spec.slug].with_ if h.spec.slug in refs else None,
+                refs[h.spec.slug].narrowable if h.spec.slug in refs else True,
+            )
+            for h in helpers
+            if h is not None
+        ]
+        toolset = build_toolset(loaded, parameters.resolve()).with_extra_tools(helper_tools(subagents, runtime_agent))
         agent = RuntimeAgent(
             loaded=loaded,
             toolset=toolset,
             policy=ToolCallPolicy.from_config(loaded.spec.toolCallPolicyConfig),
             api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
             owner_api_keys=registry.owner_api_keys,
+            parameters=parameters,
         )
         _cache[slug] = agent
         return agent

@@ -35,19 +35,55 @@ class Tagged(_Lenient):
     contents: Any = None
 
 
+#: What a parameter's name may be (README, "Parameters and bindings"): lower-case, digits, ``_``.
+PARAM_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class BindingValue(_Lenient):
+    """A binding's value: ``{"tag": "Literal", "contents": <JSON>}`` or ``{"tag": "Param", "contents": <name>}``."""
+
+    tag: Literal["Literal", "Param"]
+    contents: Any = None
+
+    @field_validator("contents")
+    @classmethod
+    def _param_names_a_parameter(cls, value: Any, info: Any) -> Any:
+        if info.data.get("tag") == "Param" and not isinstance(value, str):
+            raise ValueError("a Param value names a parameter: a string")
+        return value
+
+    @property
+    def param(self) -> str | None:
+        """The parameter a ``Param`` value names, ``None`` for a ``Literal``."""
+        return self.contents if self.tag == "Param" else None
+
+
+class Binding(_Lenient):
+    """A toolbox's ``Bindings`` entry, or an agent's ``bindings`` entry: one tool argument bound.
+
+    ``tool`` is a glob (``*`` any run of characters; absent: every tool), ``arg`` the argument as
+    the tool declares it, ``whenUnbound`` what a ``Param`` without a value does.
+    """
+
+    tool: str | None = None
+    arg: str
+    value: BindingValue
+    whenUnbound: Literal["fail", "omit", "expose"] = "fail"
+
+
 class BashDirectoryContents(_Lenient):
     """``FileSystemDirectory`` contents: a directory of describe/run executables."""
 
     Path: str
     BasenameFilter: str | None = None
-    Bindings: list[Any] = Field(default_factory=list)
+    Bindings: list[Binding] = Field(default_factory=list)
 
 
 class SingleToolContents(_Lenient):
     """``SingleTool`` contents: one describe/run executable."""
 
     Path: str
-    Bindings: list[Any] = Field(default_factory=list)
+    Bindings: list[Binding] = Field(default_factory=list)
 
 
 class BashToolbox(_Lenient):
@@ -69,7 +105,7 @@ class ExtraAgentRef(_Lenient):
 
     slug: str
     path: str | None = None
-    with_: dict[str, Any] | None = Field(default=None, alias="with")
+    with_: dict[str, BindingValue] | None = Field(default=None, alias="with")
     narrowable: bool = True
 
 
@@ -98,6 +134,35 @@ class ToolCallPolicyConfig(_Lenient):
     rules: list[PolicyRule] = Field(default_factory=list)
 
 
+#: The tags of a parameter's ``default`` (``ApiKeySource`` is the Haskell spelling of ``ApiKey``).
+SOURCE_TAGS = ("Given", "EnvVar", "FileSystem", "Command", "ApiKey", "ApiKeySource")
+
+
+class SecretSource(_Lenient):
+    """Where a parameter's default comes from (docs/agents.md §8): ``Given`` (a JSON value),
+    ``EnvVar`` (a variable name), ``FileSystem`` (a path), ``Command`` (an argv list) or
+    ``ApiKey`` (an entry of the API keys file)."""
+
+    tag: Literal["Given", "EnvVar", "FileSystem", "Command", "ApiKey", "ApiKeySource"]
+    contents: Any = None
+
+    @field_validator("contents")
+    @classmethod
+    def _contents_fit_the_tag(cls, value: Any, info: Any) -> Any:
+        tag = info.data.get("tag")
+        if tag == "Command":
+            if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+                raise ValueError("a Command default is a non-empty list of strings (the argv)")
+        elif tag in ("EnvVar", "FileSystem", "ApiKey", "ApiKeySource") and (not isinstance(value, str) or not value):
+            raise ValueError(f"a {tag} default names its source with a non-empty string")
+        return value
+
+    @property
+    def kind(self) -> str:
+        """The tag, ``ApiKeySource`` read as ``ApiKey``."""
+        return "ApiKey" if self.tag == "ApiKeySource" else self.tag
+
+
 class ParameterDecl(_Lenient):
     """A declared parameter (docs/agents.md §8)."""
 
@@ -106,7 +171,14 @@ class ParameterDecl(_Lenient):
     secret: bool = False
     scope: Literal["process", "session", "message"] = "process"
     required: bool = True
-    default: Any = None
+    default: SecretSource | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_pattern(cls, value: str) -> str:
+        if not PARAM_NAME_PATTERN.fullmatch(value):
+            raise ValueError("must match [a-z][a-z0-9_]* (lower-case letters, digits and _)")
+        return value
 
 
 class AgentSpec(_Lenient):
@@ -134,7 +206,7 @@ class AgentSpec(_Lenient):
     autoEnableSkills: list[str] = Field(default_factory=list)
     extraAgents: list[ExtraAgentRef] | None = None
     parameters: list[ParameterDecl] = Field(default_factory=list)
-    bindings: list[Any] = Field(default_factory=list)
+    bindings: list[Binding] = Field(default_factory=list)
     executionMode: Literal["synchronous", "asynchronous"] = "synchronous"
     toolCallPolicyConfig: ToolCallPolicyConfig | None = None
     asyncYieldStrategy: Any = "yieldWhenAllDone"

@@ -17,6 +17,7 @@ from django.db import transaction
 from agents_app import stored
 from agents_app.loader import LoadedAgent
 from agents_app.models import StoredAgent, StoredAgentsGeneration
+from agents_app.parameters import AgentParameters, process_values, with_problems
 from agents_app.registry import get_registry
 from agentsite.common import db_now
 from agentsite.errors import (
@@ -47,6 +48,7 @@ class PreparedAgent:
         helpers: the slugs of its ``extraAgents``.
         loaded: the loaded agent (keeps its files' directory alive).
         toolset: its tools, built from those files.
+        parameters: its parameters in this process.
     """
 
     slug: str
@@ -55,6 +57,7 @@ class PreparedAgent:
     helpers: list[str]
     loaded: LoadedAgent
     toolset: ToolSet
+    parameters: AgentParameters
 
 
 def defined_by_file(slug: str) -> ApiError:
@@ -83,7 +86,26 @@ def _helper_graph() -> dict[str, list[str]]:
     return dict(StoredAgent.objects.values_list("slug", "helpers"))
 
 
-def _check_tools(loaded: LoadedAgent) -> ToolSet:
+def _check_parameters(loaded: LoadedAgent) -> AgentParameters:
+    """The agent's parameters in this process, and its helpers' (docs/agents.md §8): a required
+    process-scope parameter needs a value, and each ``with`` must fit its helper.
+
+    Raises:
+        ApiError: 400 ``agent_failed_to_load``.
+    """
+    parameters = AgentParameters.load(loaded.spec, base_dir=loaded.base_dir, api_keys=get_registry().api_keys)
+    problems = list(parameters.process_problems())
+    get_registry().stored.refresh(get_registry().file_slugs())
+    for index, ref in enumerate(loaded.spec.helper_refs()):
+        tree = get_registry().stored.tree(ref.slug)
+        if tree is not None:
+            problems += with_problems(f"extraAgents[{index}]", ref.with_ or {}, tree.root.spec, process_values())
+    if problems:
+        raise _failed_to_load(problems)
+    return parameters
+
+
+def _check_tools(loaded: LoadedAgent, parameters: AgentParameters) -> ToolSet:
     """Build the agent's tools; a tool whose ``describe`` fails is an error here, not a warning.
 
     Raises:
@@ -91,7 +113,7 @@ def _check_tools(loaded: LoadedAgent) -> ToolSet:
     """
     directory = loaded.base_dir
     try:
-        toolset = build_toolset(loaded)
+        toolset = build_toolset(loaded, parameters.resolve())
     except ToolBuildError as error:
         raise _failed_to_load(stored.relative_to(directory, error.problems)) from None
     spec = loaded.spec
@@ -123,8 +145,9 @@ def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
     Raises:
         ApiError: in this order, 400 ``bad_request`` (the body's shape), 409
             ``agent_defined_by_file``, 400 ``agent_uses_files``, 400 ``agent_invalid_paths``,
-            400 ``agent_failed_to_load`` (schema), 400 ``unknown_helper``, 400 ``helper_cycle``,
-            400 ``agent_failed_to_load`` (missing files, tools that do not load).
+            400 ``agent_failed_to_load`` (schema, parameters and bindings), 400 ``unknown_helper``,
+            400 ``helper_cycle``, 400 ``agent_failed_to_load`` (missing files, tools that do not load,
+            a required process parameter without value, a ``with`` its helper does not fit).
     """
     contents, files = stored.split_body(slug, body)
     if slug in get_registry().file_slugs():
@@ -135,8 +158,9 @@ def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
     helpers = stored.helper_slugs(spec)
     _check_helpers(slug, helpers, _helper_graph())
     loaded = stored.load_stored_agent(slug, contents, files)
-    toolset = _check_tools(loaded)
-    return PreparedAgent(slug, contents, files, helpers, loaded, toolset)
+    parameters = _check_parameters(loaded)
+    toolset = _check_tools(loaded, parameters)
+    return PreparedAgent(slug, contents, files, helpers, loaded, toolset, parameters)
 
 
 def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tuple[StoredAgent, bool]:

@@ -154,6 +154,13 @@ def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
         problem = _path_problem(value, where, file=False)
         if problem:
             problems.append(problem)
+    declared = contents.get("parameters")
+    for index, decl in enumerate(declared if isinstance(declared, list) else []):
+        default = decl.get("default") if isinstance(decl, dict) else None
+        if isinstance(default, dict) and default.get("tag") == "FileSystem":
+            problem = _path_problem(default.get("contents"), f"parameters[{index}].default", file=True)
+            if problem:
+                problems.append(problem)
     if problems:
         raise AgentInvalidPaths("; ".join(problems))
 

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from agents_app import services
 from agents_app.loader import LoadedAgent
+from agents_app.parameters import AgentParameters
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from agentsite.api import ApiViewSet, error_responses
@@ -38,8 +39,8 @@ class AgentParameterSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=["process", "session", "message"])
     secret = serializers.BooleanField()
     required = serializers.BooleanField()
-    bound = serializers.BooleanField(help_text="a default value exists")
-    pinned = serializers.BooleanField(help_text="the process pins its value")
+    bound = serializers.BooleanField(help_text="the process gives it a value (a process value or a default)")
+    pinned = serializers.BooleanField(help_text="the operator pinned it: no client may set it")
 
 
 class AgentDescriptorSerializer(serializers.Serializer):
@@ -70,10 +71,10 @@ def agent_descriptor(slug: str) -> dict[str, Any]:
     """
 
     agent = runtime_agent(slug)
-    return _descriptor(agent.loaded, agent.toolset)
+    return _descriptor(agent.loaded, agent.toolset, agent.parameters)
 
 
-def _descriptor(loaded: LoadedAgent, toolset: ToolSet) -> dict[str, Any]:
+def _descriptor(loaded: LoadedAgent, toolset: ToolSet, parameters: AgentParameters) -> dict[str, Any]:
     """The AgentDescriptor of a loaded agent and its tools; stored agents add their config."""
 
     spec = loaded.spec
@@ -83,18 +84,7 @@ def _descriptor(loaded: LoadedAgent, toolset: ToolSet) -> dict[str, Any]:
         "tools": toolset.names(),
         "model": {"name": spec.modelName, "url": spec.modelUrl, "flavor": spec.flavor},
         "prompt": spec.system_prompt_text(),
-        "parameters": [
-            {
-                "name": p.name,
-                "description": p.description,
-                "scope": p.scope,
-                "secret": p.secret,
-                "required": p.required,
-                "bound": p.default is not None,
-                "pinned": False,
-            }
-            for p in spec.parameters
-        ],
+        "parameters": parameters.descriptors(),
         "helpers": list(loaded.helper_slugs),
         "source": "file",
     }
@@ -148,7 +138,7 @@ class AgentViewSet(ApiViewSet):
     def update(self, request: Request, slug: str) -> Response:
         """Store an agent: 201 the first time, 200 when it replaces the stored one."""
         prepared, _, created = services.stored_agent_put(slug, request.data, updated_by=request.user.owner)
-        descriptor = _descriptor(prepared.loaded, prepared.toolset)
+        descriptor = _descriptor(prepared.loaded, prepared.toolset, prepared.parameters)
         return Response(render(AgentDescriptorSerializer, descriptor), status=201 if created else 200)
 
     @extend_schema(

@@ -51,6 +51,39 @@ def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_param_flags(parser: argparse.ArgumentParser) -> None:
+    """The process's parameter values (README, "Parameters and bindings"); kept out of the environment,
+    which every tool process inherits."""
+    for flag, help_text in (
+        ("--set", "a parameter's value, a string (repeatable; a client may override a session one)"),
+        ("--set-json", "a parameter's value, any JSON (repeatable)"),
+        ("--pin", "a parameter's value no client may override (repeatable)"),
+        ("--pin-json", "the JSON form of --pin (repeatable)"),
+    ):
+        parser.add_argument(flag, action="append", default=[], metavar="NAME=VALUE", help=help_text)
+    parser.add_argument(
+        "--params-file",
+        metavar="FILE",
+        default=env.str("AGENTS_PARAMS_FILE", default="") or None,
+        help='{"name": value} or {"name": {"value": v, "pinned": true}}; flags win; env AGENTS_PARAMS_FILE',
+    )
+
+
+def _install_params_or_exit(args: argparse.Namespace, command: str) -> None:
+    """Read the parameter flags and file into this process's values; exit 2 naming a bad one."""
+    from agents_app.parameters import ParamsConfigError, install_process_values, parse_process_flags
+
+    try:
+        values = parse_process_flags(
+            sets=args.set, set_jsons=args.set_json, pins=args.pin, pin_jsons=args.pin_json,
+            params_file=args.params_file,
+        )
+    except ParamsConfigError as error:
+        print(f"agents {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
+    install_process_values(values)
+
+
 def _apply_agent_flags(args: argparse.Namespace) -> None:
     """Turn the shared flags into the environment variables the settings read."""
     if args.agent_file:
@@ -106,6 +139,11 @@ def _load_agents_or_exit() -> None:
     reset_runtime_agents()
     # stored agents after the files (docs/api.md §14.1); skipped ones are logged
     registry.stored.refresh(registry.file_slugs())
+    problems = _parameter_problems(registry)
+    for problem in problems:
+        print(f"agents: {problem}", file=sys.stderr)
+    if problems:
+        raise SystemExit(2)
     for agent in registry.roots():
         try:
             built = runtime_agent(agent.spec.slug)
@@ -115,6 +153,43 @@ def _load_agents_or_exit() -> None:
             raise SystemExit(2) from error
         for warning in built.toolset.warnings:
             log.warning("tool skipped", extra={"kind": "tools.skipped", "agent": agent.spec.slug, "reason": warning})
+        for notice in built.toolset.notices:
+            log.warning("binding notice", extra={"kind": "tools.binding_notice", "agent": agent.spec.slug,
+                                                 "reason": notice})
+
+
+def _parameter_problems(registry: Any) -> list[str]:
+    """A process value no loaded agent declares, and what each agent's parameters lack in this
+    process (a required process-scope parameter without value; a secret that is not a string)."""
+    from agents_app.parameters import AgentParameters, process_values, undeclared_process_names
+
+    agents = {}
+    for root in registry.roots():
+        tree = registry.tree(root.spec.slug)
+        for slug, agent in (tree.agents.items() if tree is not None else []):
+            agents.setdefault(slug, agent)
+    problems = [
+        f"--set/--pin {name}: no loaded agent declares this parameter"
+        for name in undeclared_process_names([a.spec for a in agents.values()], process_values())
+    ]
+    for slug, agent in agents.items():
+        parameters = AgentParameters.load(agent.spec, base_dir=agent.base_dir, api_keys=registry.api_keys)
+        problems.extend(f"{slug}: {problem}" for problem in parameters.process_problems())
+    return problems
+
+
+def _join_fleet() -> None:
+    """Scaled out, this process keeps the key of the values sessions hold outside the database
+    alive while it lives (sessions_app/secrets.py); exit 2 when Redis cannot be reached."""
+    import redis
+
+    from sessions_app.secrets import join_fleet
+
+    try:
+        join_fleet()
+    except redis.RedisError as error:
+        print(f"agents: cannot join the other processes through Redis: {type(error).__name__}", file=sys.stderr)
+        raise SystemExit(2) from error
 
 
 def _recover(*, all_claimed: bool) -> None:
@@ -160,6 +235,7 @@ def _auth_config_or_exit() -> Any:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Migrate, load the agents, start the embedded worker when configured, and serve HTTP."""
+    _install_params_or_exit(args, "serve")
     _apply_agent_flags(args)
     _apply_auth_flags(args)
     if args.stream_tokens:
@@ -176,6 +252,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     auth = _auth_config_or_exit()
     call_command("migrate", interactive=False, verbosity=0)
     _load_agents_or_exit()
+    _join_fleet()
     _recover(all_claimed=settings.EMBEDDED_WORKER)
     if settings.EMBEDDED_WORKER:
         from agentsite import embedded
@@ -202,6 +279,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a Celery worker that executes session runs (needs ``REDIS_URL``)."""
+    _install_params_or_exit(args, "worker")
     _apply_agent_flags(args)
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
@@ -215,7 +293,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     call_command("migrate", interactive=False, verbosity=0)
     _load_agents_or_exit()
+    _join_fleet()
     from agentsite.celery import app
+    from sessions_app.secrets import leave_fleet
 
     argv = [
         "worker",
@@ -232,6 +312,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         argv.append(f"--hostname={args.hostname}")
     log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency, "beat": args.beat})
     app.worker_main(argv)
+    leave_fleet()
     return 0
 
 
@@ -240,14 +321,25 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
     it and logs ``tools.skipped``), and so are two files with the same root slug. Each MCP server
-    is started, and the tools it lists are printed, one line per server.
+    is started, and the tools it lists are printed, one line per server. Each parameter gets a
+    line saying how it resolves in this process (``set``, ``pinned``, ``default:<Source>``,
+    ``unbound``), never its value.
     """
+    _install_params_or_exit(args, "check")
+    from agents_app.keys import ApiKeysError, load_api_keys
     from agents_app.loader import AgentLoadError, load_agent_tree
+    from agents_app.parameters import AgentParameters, process_values, undeclared_process_names
     from tools_app.mcp.toolbox import McpToolbox
     from tools_app.toolset import ToolBuildError, build_toolset
 
     problems: list[str] = []
+    try:
+        api_keys = load_api_keys(args.api_keys or env.str("AGENTS_API_KEYS", default="") or None)
+    except ApiKeysError as error:
+        problems.append(str(error))
+        api_keys = {}
     roots: dict[str, str] = {}
+    specs = []
     for path in args.agent_file or []:
         try:
             tree = load_agent_tree(path)
@@ -262,18 +354,31 @@ def cmd_check(args: argparse.Namespace) -> int:
         for warning in tree.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         for helper_slug, agent in tree.agents.items():
+            specs.append(agent.spec)
+            parameters = AgentParameters.load(agent.spec, base_dir=agent.base_dir, api_keys=api_keys)
+            problems.extend(f"{agent.path}: {helper_slug}: {problem}" for problem in parameters.process_problems())
             try:
-                toolset = build_toolset(agent)
+                toolset = build_toolset(agent, parameters.resolve())
             except ToolBuildError as error:
                 problems.extend(f"{agent.path}: {helper_slug}: {problem}" for problem in error.problems)
                 continue
             problems.extend(f"{agent.path}: {helper_slug}: {warning}" for warning in toolset.warnings)
+            for notice in toolset.notices:
+                print(f"warning: {agent.path}: {helper_slug}: {notice}", file=sys.stderr)
             if helper_slug == slug:
                 print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
             for box in toolset.live:
                 if isinstance(box, McpToolbox):
                     names = ", ".join(tool.name for tool in box.snapshot()[1]) or "no tools"
                     print(f"{helper_slug}: MCP server {box.config.name}: {names}")
+            for name, decl in parameters.decls.items():
+                traits = ", ".join([decl.scope, *(["secret"] if decl.secret else []),
+                                    "required" if decl.required else "optional"])
+                print(f"{helper_slug}: parameter {name} ({traits}): {parameters.resolution(name)}")
+    problems.extend(
+        f"--set/--pin {name}: no loaded agent declares this parameter"
+        for name in undeclared_process_names(specs, process_values())
+    )
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
@@ -282,6 +387,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_mcp_server(args: argparse.Namespace) -> int:
     """Serve the agent files as MCP tools over stdio (sessions_app/mcp/stdio.py); stdout is for
     JSON-RPC only, so every complaint goes to stderr, with exit status 2."""
+    _install_params_or_exit(args, "mcp-server")
     _apply_agent_flags(args)
     if not args.agent_file and not env.str("AGENTS_AGENT_FILES", default=""):
         print("agents mcp-server: no agent definitions (give --agent-file)", file=sys.stderr)
@@ -322,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve the HTTP API (embedded worker unless REDIS_URL is set)")
     _add_agent_flags(serve)
+    _add_param_flags(serve)
     serve.add_argument("--bind", default=env.str("AGENTS_BIND", default="127.0.0.1"), help="env AGENTS_BIND")
     serve.add_argument("--port", type=int, default=env.int("AGENTS_PORT", default=8080), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
@@ -358,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run a Celery worker (scaled-out mode, needs REDIS_URL)")
     _add_agent_flags(worker)
+    _add_param_flags(worker)
     worker.add_argument(
         "--concurrency",
         type=int,
@@ -377,10 +485,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate agent files")
     check.add_argument("--agent-file", action="append", required=True, metavar="FILE")
+    check.add_argument("--api-keys", metavar="FILE", help="API keys file, for ApiKey defaults; env AGENTS_API_KEYS")
+    _add_param_flags(check)
     check.set_defaults(func=cmd_check)
 
     mcp = sub.add_parser("mcp-server", help="serve the agent files as MCP tools over stdio")
     _add_agent_flags(mcp)
+    _add_param_flags(mcp)
     mcp.add_argument(
         "--worker-concurrency",
         type=int,

@@ -74,10 +74,13 @@ def serve(bind: str, port: int, grace: float) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.run()
-    # os._exit skips the atexit hooks: stop the MCP servers this process started first.
+    # os._exit skips the atexit hooks: stop the MCP servers this process started first, and leave
+    # the fleet that keeps the held values readable (sessions_app/secrets.py).
+    from sessions_app.secrets import leave_fleet
     from tools_app.mcp.manager import shutdown as stop_mcp_servers
 
     stop_mcp_servers()
+    leave_fleet()
     # Threads still busy (an embedded run waiting on its LLM, say) would hold the interpreter
     # past the grace period: leave now. Their sessions are recovered when a server starts again.
     logging.shutdown()

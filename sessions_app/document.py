@@ -263,6 +263,22 @@ def response_text(llm_contents: dict[str, Any]) -> str:
     return ""
 
 
+def answered_calls(document: dict[str, Any]) -> list[tuple[dict[str, Any], Any]]:
+    """Every answered tool call with its response, oldest first: those of the closed user turns,
+    then the completed ones of a partial head."""
+    answered: list[tuple[dict[str, Any], Any]] = []
+    for turn in reversed(document.get("turns") or []):
+        contents = turn.get("contents") or {}
+        if turn.get("tag") == "UserTurn":
+            for pair in contents.get("userToolResponses") or []:
+                if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], dict):
+                    answered.append((pair[0], unwrap_response(pair[1])))
+        elif turn.get("tag") == "PartialUserTurn":
+            done = [tc for tc in tracked_calls(turn) if tc["tcState"] == "Completed"]
+            answered.extend((tc["tcCall"], tc["tcResult"]) for tc in done)
+    return answered
+
+
 def tool_calls_of(llm_contents: dict[str, Any]) -> list[dict[str, Any]]:
     """The tool calls of an ``LlmTurn`` (an empty list when there are none)."""
     return list(llm_contents.get("llmToolCalls") or [])

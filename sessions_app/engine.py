@@ -22,15 +22,19 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
+from agents_app.bindings import ScopedBinding
 from agents_app.llm import complete
-from agents_app.runtime import RuntimeAgent
+from agents_app.narrowing import NarrowingError, derived_table, prepare_helper_call
+from agents_app.parameters import ParamValue
+from agents_app.runtime import RuntimeAgent, runtime_agent
 from sessions_app import background, executor
 from sessions_app import document as doc
 from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
 from tools_app.base import ToolContext
-from tools_app.subagent import helper_slug
+from tools_app.subagent import SubAgentTool
+from tools_app.toolset import ToolSet
 
 log = logging.getLogger("sessions.engine")
 
@@ -43,15 +47,39 @@ class NothingToDo(Exception):
     """The head turn leaves nothing for a step to do (answered, blocked, or empty)."""
 
 
+@dataclass
+class StepParams:
+    """A session's parameter values for a step (docs/agents.md §8, docs/tools.md §8).
+
+    Attributes:
+        values: every parameter with a value, for the tool calls (``ToolContext.params``).
+        visible: the values that decide which exposed arguments the model sees (message-scope
+            ones left out); ``None`` shows every exposed argument.
+        toolset: the session's tools: a narrowed copy for a narrowed helper, else ``None`` (the agent's).
+        inherited: bindings the session's caller addressed below it, for the helpers it prompts.
+    """
+
+    values: dict[str, ParamValue] = field(default_factory=dict)
+    visible: dict[str, ParamValue] | None = None
+    toolset: ToolSet | None = None
+    inherited: tuple[ScopedBinding, ...] = ()
+
+    def tools(self, agent: RuntimeAgent) -> ToolSet:
+        """The session's tools."""
+        return self.toolset or agent.toolset
+
+
 def run_tool_call(agent: RuntimeAgent, call: dict[str, Any], context: ToolContext) -> tuple[str, Any]:
     """Run one tool call now and return ``(state, response)``.
 
     ``state`` is ``Completed`` or ``Failed``; a failure's response is an ``Error: ...`` text the
-    LLM sees (docs/sessions.md §1.5: there is no error variant of a tool response).
+    LLM sees (docs/sessions.md §1.5: there is no error variant of a tool response). The tool is
+    looked up in ``context.tools`` (the session's tools), else in the agent's.
     """
     function = call.get("function") or {}
     name = function.get("name") or ""
-    tool = agent.toolset.get(name)
+    tools = context.tools or agent.toolset
+    tool = tools.get(name)
     if tool is None:
         return "Failed", f"Error: unknown tool {name!r}"
     raw_arguments = function.get("arguments") or "{}"
@@ -86,6 +114,7 @@ def step(
     on_text_delta: Callable[[str], None] | None = None,
     on_tool_event: ToolEventCallback | None = None,
     owner: str | None = None,
+    params: StepParams | None = None,
 ) -> StepResult:
     """Advance ``document`` by one step.
 
@@ -99,6 +128,8 @@ def step(
             (``tool.started``), reports progress (``tool.progressed``) and ends
             (``tool.completed`` or ``tool.failed``), always in the step's thread.
         owner: the session's owner, whose keys file (if any) the LLM call uses.
+        params: the session's parameter values and tools for this step (none: the agent's tools
+            and no values).
     Returns:
         The new document, the continuations of newly deferred calls and the new background calls.
     Raises:
@@ -108,6 +139,7 @@ def step(
     head = doc.head(document)
     if head is None:
         raise NothingToDo("the session has no turn")
+    params = params or StepParams()
     tag = head.get("tag")
     if tag == "UserTurn" or (tag == "PartialUserTurn" and _only_detached_open(head)):
         answer = _complete_unless_stopped(
@@ -115,14 +147,14 @@ def step(
             spec=agent.loaded.spec,
             api_key=agent.api_key_for(owner),
             messages=doc.openai_messages(document, agent.system_prompt),
-            tools=agent.openai_tools(),
+            tools=params.tools(agent).openai_tools(params.visible),
             timeout=settings.AGENTS["LLM_TIMEOUT"],
             on_text_delta=on_text_delta,
         )
         turn = doc.llm_turn(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
         return StepResult(doc.push_turn(document, turn))
     if tag == "LlmTurn" and doc.tool_calls_of(head["contents"]):
-        return _run_calls(document, head, agent, session, signals or RunSignals(), on_tool_event or _ignore)
+        return _run_calls(document, head, agent, session, signals or RunSignals(), on_tool_event or _ignore, params)
     raise NothingToDo(f"nothing to do with a {tag} head")
 
 
@@ -209,6 +241,7 @@ def _run_calls(
     session: Any,
     signals: RunSignals,
     on_tool_event: ToolEventCallback,
+    params: StepParams,
 ) -> StepResult:
     """Run, start or defer every tool call of the head LLM turn (docs/sessions.md §3.2).
 
@@ -225,19 +258,20 @@ def _run_calls(
     timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
     session_id = str(session.pk)
     turn_id = document.get("turnId") or ""
+    tools = params.tools(agent)
     for call in doc.tool_calls_of(head["contents"]):
         name = (call.get("function") or {}).get("name") or ""
-        original = agent.toolset.original_name(name)
+        original = tools.original_name(name)
         disposition = agent.policy.disposition_for(name, original)
         effective = agent.policy.decide(name, original)
-        tool = agent.toolset.get(name)
-        helper = helper_slug(tool) if tool is not None and effective.get("tag") != "defer" else None
+        tool = tools.get(name)
+        helper = tool if isinstance(tool, SubAgentTool) and effective.get("tag") != "defer" else None
         if effective.get("tag") == "defer":
             token = str(uuid.uuid4())
             entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
             continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
         elif helper is not None:
-            entry = _child_call(call, disposition, helper, session, continuations, children)
+            entry = _child_call(call, disposition, helper, session, continuations, children, params, document)
         elif effective.get("tag") == "runAsync":
             entry = doc.tracked_call(call, "Running", disposition)
             entry["tcBackground"] = True
@@ -271,8 +305,10 @@ def _run_calls(
             timeout=timeout,
             cancel=threading.Event(),
             sessions=DbSessionsPort(session_id),
-            tools=agent.toolset,
+            tools=tools,
             progress=_progress_reporter(reports, call_id, name),
+            params=params.values,
+            inherited_bindings=params.inherited,
         )
         on_tool_event(EventKind.TOOL_STARTED, ToolStarted(tool_call_id=context.tool_call_id, tool=name))
         running = _InlineCall(agent, call, context)
@@ -293,7 +329,7 @@ def _run_calls(
             EventKind.TOOL_COMPLETED if state == "Completed" else EventKind.TOOL_FAILED,
             ToolFinished(tool_call_id=context.tool_call_id, tool=name, status=state.lower(), result=response),
         )
-    partial = doc.partial_turn(agent.system_prompt, agent.system_tools(), tracked)
+    partial = doc.partial_turn(agent.system_prompt, tools.system_tools(params.visible), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial
     return StepResult(doc.push_turn(document, turn), continuations, started, children)
 
@@ -322,16 +358,19 @@ def _emit_progress(reports: queue.SimpleQueue[ToolProgressed], on_tool_event: To
 def _child_call(
     call: dict[str, Any],
     disposition: dict[str, Any],
-    helper: str,
+    helper: SubAgentTool,
     session: Any,
     continuations: list[NewContinuation],
     children: list[NewChild],
+    params: StepParams,
+    document: dict[str, Any],
 ) -> dict[str, Any]:
     """A helper call: a child session will answer it (docs/sessions.md §7, docs/decisions.md §13).
 
     The call waits like a deferred one, on an internal continuation the child completes when it
     stops; the depth limit (``AGENTS_MAX_SUBAGENT_DEPTH``) turns runaway recursion into a tool
-    error.
+    error, and a narrowing the calling model can fix fails the call with its reason
+    (docs/tools.md §8.6), before any child exists.
     """
     chain = [session.agent_slug]
     ancestor = session.parent
@@ -351,9 +390,22 @@ def _child_call(
     what = arguments.get("what") if isinstance(arguments, dict) else None
     if not isinstance(what, str) or not what.strip():
         return doc.tracked_call(call, "Failed", disposition, result='Error: a helper call needs a "what" string')
+    try:
+        prepared = prepare_helper_call(
+            helper,
+            arguments,
+            caller=params.values,
+            inherited=params.inherited,
+            derived=derived_table(doc.answered_calls(document)),
+            lookup=runtime_agent,
+        )
+    except NarrowingError as error:
+        return doc.tracked_call(call, "Failed", disposition, result=f"Error: {error}")
     token = str(uuid.uuid4())
     entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
     entry["tcChild"] = str(uuid.uuid4())
     continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
-    children.append(NewChild(uuid.UUID(entry["tcChild"]), helper, what, len(chain)))
+    children.append(
+        NewChild(uuid.UUID(entry["tcChild"]), helper.slug, what, len(chain), prepared.params, prepared.narrowing)
+    )
     return entry

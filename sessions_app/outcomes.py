@@ -9,6 +9,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents_app.narrowing import Narrowing
+from agents_app.parameters import ParamValue
+
 
 @dataclass
 class NewContinuation:
@@ -22,12 +25,18 @@ class NewContinuation:
 
 @dataclass
 class NewChild:
-    """A child session to create with the step: it answers a helper call."""
+    """A child session to create with the step: it answers a helper call.
+
+    ``params`` are the values its caller gives it (``with``), ``narrowing`` the bindings of the
+    call (docs/tools.md §8.6), ``None`` when nothing narrows it.
+    """
 
     session_id: uuid.UUID
     agent_slug: str
     prompt: str
     depth: int
+    params: dict[str, ParamValue] = field(default_factory=dict)
+    narrowing: Narrowing | None = None
 
 
 @dataclass

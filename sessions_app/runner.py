@@ -23,12 +23,13 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 
 from agents_app.llm import LlmError
-from agents_app.runtime import runtime_agent
+from agents_app.narrowing import narrowed_toolset
+from agents_app.runtime import RuntimeAgent, runtime_agent
 from agentsite.common import db_now
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_run
-from sessions_app.engine import NothingToDo, RunSignals, Stopped, step
+from sessions_app.engine import NothingToDo, RunSignals, StepParams, Stopped, step
 from sessions_app.event_types import (
     CallsDeferred,
     EventKind,
@@ -42,6 +43,7 @@ from sessions_app.event_types import (
 )
 from sessions_app.models import Session
 from sessions_app.monitor import RunWatch, forget_run, watch_run
+from sessions_app.services import params as values
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
 from sessions_app.store import VersionConflict, lease_deadline, store
@@ -119,6 +121,14 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
     steps = 0
     try:
         agent = runtime_agent(session.agent_slug)
+        held = values.run_values(agent, session)
+        refusal = _params_refusal(agent, session, held)
+        if refusal is not None:
+            _finish(session_id, mode, RunEnd.FAILED, refusal, agent=None)
+            return
+        narrowing = held.narrowing
+        tools = narrowed_toolset(agent.toolset, narrowing.here) if narrowing is not None else agent.toolset
+        inherited = tuple(narrowing.below) if narrowing is not None else ()
         while True:
             if heartbeat.lost.is_set():
                 raise LeaseLost()
@@ -126,6 +136,9 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                 _hand_back(session_id)
                 return
             session = Session.objects.get(pk=session_id)
+            # values are read again at every step: a continuation or a message may bring new ones
+            held = values.run_values(agent, session)
+            params = StepParams(held.values, held.visible, tools if narrowing is not None else None, inherited)
             document, applied = apply_completed_continuations(session, session.document)
             mail = mailbox.may_have_unread(session.last_mail_seq, document)
             document, stop, controls = _take_controls(session, document) if mail else (document, None, False)
@@ -146,7 +159,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                     document,
                     unread,
                     system_prompt=agent.system_prompt,
-                    system_tools=agent.system_tools(),
+                    system_tools=tools.system_tools(held.visible),
                     in_tool_result=agent.loaded.spec.mailInToolResult,
                 )
                 signals.interrupt.clear()
@@ -162,6 +175,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                         on_text_delta=_text_delta_emitter(session) if settings.AGENTS["STREAM_TOKENS"] else None,
                         on_tool_event=_tool_event_emitter(session),
                         owner=session.owner,
+                        params=params,
                     )
                 except NothingToDo:
                     done = True
@@ -186,6 +200,21 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
         _finish(session_id, mode, RunEnd.FAILED, f"{type(error).__name__}: {error}", agent=None)
 
 
+def _params_refusal(agent: RuntimeAgent, session: Session, held: values.RunValues) -> str | None:
+    """Why a run cannot start for want of parameters (``params_required: <names>``), or ``None``:
+    a required session-scope value lost (a secret after a restart), or a helper's narrowing lost."""
+    missing = agent.parameters.unbound_required(held.values, ["session"])
+    if held.narrowing_lost:
+        missing.append("narrowing")
+    if not missing:
+        return None
+    log.warning(
+        "parameters required", extra={"kind": "sessions.params_required", "session_id": str(session.pk),
+                                      "params": missing}
+    )
+    return f"params_required: {', '.join(missing)}"
+
+
 def _store_step(session: Session, result: Any, *, mode: str) -> bool:
     """Store a step with its continuations and background calls; start those after commit.
 
@@ -204,6 +233,7 @@ def _store_step(session: Session, result: Any, *, mode: str) -> bool:
             if mailbox.may_have_unread(newest_mail, result.document):
                 final = None
         if final is not None:
+            values.drop_run_on_commit(session.pk, session.run_id)
             session = _fenced_store(session, result.document, **_stopped_fields(final, None))
             _announce_stop(session, final, cancelled=False)
         else:
@@ -437,6 +467,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
         final = str(status) if status in (RunEnd.FAILED, RunEnd.PAUSED) else doc.status_of(document)
         if status == RunEnd.FAILED:
             events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
+        values.drop_run_on_commit(session.pk, session.run_id)
         session = store(session, document, fence_run=WORKER_NAME, **_stopped_fields(final, detail))
         _announce_stop(session, final, cancelled=status == RunEnd.STOPPED)
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})

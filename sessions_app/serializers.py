@@ -16,6 +16,7 @@ from rest_framework import serializers
 from agentsite.common import Rfc3339Field, is_base64, render
 from agentsite.errors import BadRequest
 from sessions_app.models import Session
+from sessions_app.services.params import secret_names
 
 
 class StrictCharField(serializers.CharField):
@@ -44,6 +45,16 @@ class SessionDocumentField(serializers.JSONField):
 @extend_schema_field({"$ref": "#/components/schemas/Params"})
 class ParamsField(serializers.JSONField):
     """Parameter values by name."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/Params"})
+class ParamsInputField(serializers.JSONField):
+    """A request's ``params`` (docs/api.md §7.15): an object of name -> JSON value (``null`` clears)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data is not None and not isinstance(data, dict):
+            raise serializers.ValidationError("must be an object of parameter name -> value")
+        return data
 
 
 @extend_schema_field({"$ref": "#/components/schemas/ToolCall"})
@@ -107,6 +118,7 @@ class SessionCreateSerializer(serializers.Serializer):
     parent = StrictCharField(required=False, allow_null=True)
     seal = StrictBooleanField(required=False)
     session_token = StrictBooleanField(required=False)
+    params = ParamsInputField(required=False, allow_null=True)
 
 
 class MessageSerializer(serializers.Serializer):
@@ -116,12 +128,14 @@ class MessageSerializer(serializers.Serializer):
     media = MediaSerializer(many=True, required=False)
     run = serializers.ChoiceField(choices=RUN_CHOICES, default="until_blocked")
     interrupt = StrictBooleanField(required=False, default=False)
+    params = ParamsInputField(required=False, allow_null=True)
 
 
 class ResumeSerializer(serializers.Serializer):
     """Body of ``POST /v1/sessions/:id/resume`` (optional)."""
 
     mode = serializers.ChoiceField(choices=["step", "until_blocked"], default="until_blocked")
+    params = ParamsInputField(required=False, allow_null=True)
 
 
 class ContinuationSerializer(serializers.Serializer):
@@ -134,6 +148,7 @@ class ContinuationSerializer(serializers.Serializer):
 
     result = ToolResultField()
     resume = StrictBooleanField(required=False, default=True)
+    params = ParamsInputField(required=False, allow_null=True)
 
 
 def validated(serializer_class: type[serializers.Serializer], data: dict[str, Any]) -> dict[str, Any]:
@@ -204,13 +219,22 @@ class SessionViewSerializer(SessionMetaSerializer):
     """SessionView: the metadata plus the session document and the pending deferred calls.
 
     On create with ``session_token: true`` the answer also carries ``session_token`` (once).
+    ``secret_params`` names the secret parameters the session holds, never their values.
     """
 
+    secret_params = serializers.SerializerMethodField(
+        help_text="the secret parameters the session holds (names only; docs/api.md §7.15)"
+    )
     session = SessionDocumentField(source="parsed_document")
     pending = DeferredCallSerializer(many=True, source="pending_calls")
     session_token = serializers.CharField(
         required=False, help_text="only in the answer to a create that asked for a session token"
     )
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_secret_params(self, session: Session) -> list[str]:
+        """The names of the secret parameters the session holds."""
+        return secret_names(session.pk)
 
 
 class SessionListSerializer(serializers.Serializer):
@@ -285,10 +309,11 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class ForkSerializer(serializers.Serializer):
-    """Body of ``POST /v1/sessions/:id/fork`` (optional): ``at_turn`` (newest first) and ``agent``."""
+    """Body of ``POST /v1/sessions/:id/fork`` (optional): ``at_turn`` (newest first), ``agent``, ``params``."""
 
     at_turn = StrictIntegerField(required=False, allow_null=True)
     agent = StrictCharField(required=False, allow_null=True)
+    params = ParamsInputField(required=False, allow_null=True)
 
 
 class DeletionPlanSerializer(serializers.Serializer):

@@ -73,6 +73,17 @@ def store(session: Session, document: dict[str, Any], *, fence_run: str | None =
     return session
 
 
+def store_params(session: Session, params: dict[str, Any]) -> Session:
+    """Set a session's non-secret parameter values while a run holds it (docs/api.md §7.15).
+
+    The one column a request may change under a running run without a version: the run never
+    writes it and reads it again at each step, so its fenced stores are not disturbed.
+    """
+    Session.objects.filter(pk=session.pk).update(params=params)
+    session.params = params
+    return session
+
+
 def _first_change(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> int:
     """The position (oldest first) of the first turn of ``new`` that ``base`` does not hold."""
     for position, turn in enumerate(new):

@@ -12,6 +12,7 @@ from celery import shared_task
 from celery.signals import worker_process_shutdown, worker_shutting_down
 from django.conf import settings
 
+from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
 from sessions_app import background, events, executor, hub, runner
 from sessions_app.dispatch import RUN_BACKGROUND_CALL_TASK, RUN_SESSION_TASK
@@ -19,6 +20,7 @@ from sessions_app.engine import run_tool_call
 from sessions_app.event_types import EventKind, ToolProgressed
 from sessions_app.models import BackgroundCall
 from sessions_app.ports import DbSessionsPort
+from sessions_app.services import params as values
 from sessions_app.services.recovery import recover_stale_runs
 from tools_app.base import ToolContext
 from tools_app.mcp.manager import shutdown as stop_mcp_servers
@@ -70,6 +72,9 @@ def run_background_call_task(call_id: str) -> None:
     session = row.session
     agent = runtime_agent(session.agent_slug)
     timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
+    # the session's values as the call starts: those of the run that started it, if it still holds them
+    held = values.run_values(agent, session)
+    tools = narrowed_toolset(agent.toolset, held.narrowing.here) if held.narrowing is not None else agent.toolset
 
     def progressed(value: float, total: float | None, message: str | None) -> None:
         payload = ToolProgressed(
@@ -87,8 +92,10 @@ def run_background_call_task(call_id: str) -> None:
             timeout=timeout,
             cancel=cancel,
             sessions=DbSessionsPort(str(session.pk)),
-            tools=agent.toolset,
+            tools=tools,
             progress=progressed,
+            params=held.values,
+            inherited_bindings=tuple(held.narrowing.below) if held.narrowing is not None else (),
         )
         return run_tool_call(agent, row.call, context)
 

@@ -143,7 +143,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="createSession",
         request=SessionCreateSerializer,
         parameters=WAIT_PARAMETERS,
-        responses={201: SessionViewSerializer, **error_responses(400, 404, 413, 422)},
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413, 422)},
     )
     def create(self, request: Request) -> Response:
         """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
@@ -172,6 +172,7 @@ class SessionViewSet(ApiViewSet):
             owner=principal.owner,
             sealed=bool(data.get("seal")),
             session_token_sha256=token_digest,
+            params=data.get("params"),
         )
         if session_token is not None:
             # shown this once; only its digest is stored (docs/api.md §10.5)
@@ -217,6 +218,7 @@ class SessionViewSet(ApiViewSet):
             run=data["run"],
             interrupt=data["interrupt"],
             owner=request.user.owner,
+            params=data.get("params"),
         )
         return session_answer(request, session)
 
@@ -224,7 +226,9 @@ class SessionViewSet(ApiViewSet):
         operation_id="resumeSession",
         request=ResumeSerializer,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413)},
+        responses={
+            200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)
+        },
     )
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, session_id: str) -> Response:
@@ -233,7 +237,9 @@ class SessionViewSet(ApiViewSet):
         selectors.session_get(sid)
         data = validated(ResumeSerializer, json_object_body(request))
         wait_params(request)
-        session = sessions.session_resume(session_id=sid, mode=data["mode"], owner=request.user.owner)
+        session = sessions.session_resume(
+            session_id=sid, mode=data["mode"], owner=request.user.owner, params=data.get("params")
+        )
         return session_answer(request, session)
 
     @extend_schema(
@@ -285,7 +291,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="forkSession",
         request=ForkSerializer,
         parameters=[SESSION_ID],
-        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413)},
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413, 422)},
     )
     @action(detail=True, methods=["post"])
     def fork(self, request: Request, session_id: str) -> Response:
@@ -293,7 +299,9 @@ class SessionViewSet(ApiViewSet):
         sid = _session_id(session_id)
         selectors.session_get(sid)
         data = validated(ForkSerializer, json_object_body(request))
-        session = tree.session_fork(session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"))
+        session = tree.session_fork(
+            session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"), params=data.get("params")
+        )
         headers = {"Location": f"/v1/sessions/{session.pk}"}
         return Response(render(SessionViewSerializer, session), status=201, headers=headers)
 
@@ -376,7 +384,9 @@ class ContinuationViewSet(ApiViewSet):
         operation_id="completeCall",
         request=ContinuationSerializer,
         parameters=[TOKEN, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 404, 409, 413)},
+        responses={
+            200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)
+        },
     )
     def complete(self, request: Request, token: str) -> Response:
         """Post a deferred call's result; the session resumes when its last deferred call is in."""
@@ -387,7 +397,13 @@ class ContinuationViewSet(ApiViewSet):
         data = validated(ContinuationSerializer, body)
         wait_params(request)
         selectors.require_visible_token(request.user, parsed)
-        session = continuations.continuation_complete(token=parsed, result=body["result"], resume=data["resume"])
+        session = continuations.continuation_complete(
+            token=parsed,
+            result=body["result"],
+            resume=data["resume"],
+            params=data.get("params"),
+            caller=request.user.owner,
+        )
         return session_answer(request, session)
 
 

@@ -74,7 +74,11 @@ def _files() -> list[Path]:
             found.extend(
                 p
                 for p in sorted(path.rglob("*"))
-                if p.is_file() and p.suffix in SUFFIXES and "__pycache__" not in p.parts
+                if p.is_file()
+                and p.suffix in SUFFIXES
+                and "__pycache__" not in p.parts
+                # hidden folders hold what tools install (e.g. the benchmarks' peers), not ours
+                and not any(part.startswith(".") for part in p.relative_to(path).parts[:-1])
             )
     return found
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
+
+from agents_app.parameters import ParamValue
 
 if TYPE_CHECKING:
     from .ports import SessionsPort
@@ -65,6 +67,10 @@ class ToolContext:
             portal); ``None`` for a call made through the portal, so portals never nest.
         progress: optional; told ``(progress, total, message)`` as a tool reports progress (MCP
             tools), in the thread that called :meth:`Tool.call`, before the call returns.
+        params: the calling agent's parameter values, resolved for this call (docs/tools.md §8):
+            the bindings of ``tools_app.bound`` read them; nothing else does.
+        inherited_bindings: call-time bindings the caller's own caller addressed below it
+            (``agents_app.bindings.ScopedBinding``), for the tools that describe or prompt helpers.
     """
 
     session_id: str
@@ -79,6 +85,12 @@ class ToolContext:
     sessions: SessionsPort | None = None
     tools: ToolLookup | None = None
     progress: Callable[[float, float | None, str | None], None] | None = None
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
+    inherited_bindings: tuple[Any, ...] = ()
+
+
+#: Parameter values that decide which bound arguments a session's model sees (docs/tools.md §8.2).
+VisibleParams = Mapping[str, ParamValue] | None
 
 
 class ToolLookup(Protocol):
@@ -141,7 +153,12 @@ class Tool(ABC):
         """The name before LLM-name normalization (names.py); ``name`` unless a subclass knows better."""
         return self.name
 
-    def openai_tool(self) -> dict[str, Any]:
+    def schema_for(self, params: VisibleParams = None) -> dict[str, Any]:
+        """The JSON schema the model sees; ``params`` are the session's values, which hide the
+        arguments a binding exposes only while unbound (``tools_app.bound``). Others: ``parameters``."""
+        return self.parameters
+
+    def openai_tool(self, params: VisibleParams = None) -> dict[str, Any]:
         """The OpenAI chat-completions declaration:
         ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
         return {
@@ -149,18 +166,19 @@ class Tool(ABC):
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": self.parameters,
+                "parameters": self.schema_for(params),
             },
         }
 
-    def system_properties(self) -> list[dict[str, Any]]:
+    def system_properties(self, params: VisibleParams = None) -> list[dict[str, Any]]:
         """The agents-exe ``ParamProperty`` list describing the parameters (docs/tools.md §1.4).
 
         The default derives it from the JSON schema; tool kinds whose agents-exe encoding differs
         (bash tools use ``OpaqueParamType``) override this.
         """
-        props = self.parameters.get("properties") or {}
-        required = set(self.parameters.get("required") or [])
+        schema = self.schema_for(params)
+        props = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
         return [
             {
                 "propertyDescription": schema.get("description", ""),
@@ -171,7 +189,7 @@ class Tool(ABC):
             for key, schema in props.items()
         ]
 
-    def system_tool(self) -> dict[str, Any]:
+    def system_tool(self, params: VisibleParams = None) -> dict[str, Any]:
         """The entry stored in a session's ``userTools``, as agents-exe writes it:
         ``{"tag": "V1", "contents": {"description", "llmName", "name", "properties", "raw"}}``
         where ``raw`` is :meth:`openai_tool`."""
@@ -181,10 +199,20 @@ class Tool(ABC):
                 "description": self.description,
                 "llmName": self.name,
                 "name": self.name,
-                "properties": self.system_properties(),
-                "raw": self.openai_tool(),
+                "properties": self.system_properties(params),
+                "raw": self.openai_tool(params),
             },
         }
+
+    def bound_value_problem(self, arg: str, value: Any) -> str | None:
+        """Why ``value`` cannot be bound to argument ``arg`` (a bash tool takes no object), or
+        ``None``; the text names the argument, never the value (docs/tools.md §8.3)."""
+        return None
+
+    def secret_transport_problem(self, arg: str) -> str | None:
+        """Why a secret cannot be bound to ``arg`` (a bash argument on the command line would show
+        in ``ps``), or ``None`` (docs/tools.md §8.3)."""
+        return None
 
     def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Run the tool (:meth:`run`) and cap its result at ``ctx.output_max_bytes`` bytes

@@ -8,13 +8,18 @@ never runs with a silently smaller tool list.
 
 What is fatal and what is only a warning:
 
-* fatal (:class:`ToolBuildError`): an unsupported toolbox kind or bindings; a ``bashToolboxes``
+* fatal (:class:`ToolBuildError`): an unsupported toolbox kind; a ``bashToolboxes``
   path that is missing (directory, or ``SingleTool`` file) or not executable; two tools with the
   same name; an ``mcpServers`` entry that cannot be read, whose server does not start, or that
-  does not list its tools in time (tools_app/mcp).
+  does not list its tools in time (tools_app/mcp); a binding that cannot apply (``tools_app.bound``).
 * warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation,
   docs/tools.md §3.2); a missing ``toolDirectory`` (it also holds sub-agent files and is often declared without tools);
-  a name rewritten to be LLM-valid; an ignored ``Activation`` setting.
+  a name rewritten to be LLM-valid; an ignored ``Activation`` setting; a bound argument named in
+  its tool's description; an agent binding that matches no tool yet, when MCP servers may list it later.
+
+Bindings (docs/tools.md §8): a bash toolbox's ``Bindings`` apply to its tools, matched by their
+slug; then the agent's ``bindings`` to every tool, matched by wire name, MCP tools included each
+time their server's list is taken in.
 
 Sub-agent tools (``io_prompt_agent_<slug>``) and other in-process tools are not built here: the
 session engine builds them and adds them with :meth:`ToolSet.with_extra_tools`, which applies the
@@ -30,17 +35,19 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from agents_app.parameters import ParamValue
 from agents_app.schema import AgentSpec
 
-from .base import Tool
+from .base import Tool, VisibleParams
 from .bash.loading import BashToolLoadError, load_bash_directory, load_single_tool
 from .bash.protocol import DescribeError
 from .bash.tool import BashTool
+from .bound import ArgBinding, BindReport, BoundTool, bind_tools
 from .builtin import build_builtin_tools
 from .mcp.client import McpStartError
 from .mcp.config import McpConfigError, parse_server
@@ -85,7 +92,10 @@ class ToolSet:
             construction come first, then those of the ``live`` toolboxes as last taken in (any
             method but ``tools`` itself takes in changes first; :meth:`refresh` does it alone).
         warnings: non-fatal load problems, one line each (shown by ``check`` and in logs).
+        notices: remarks on bindings (a bound argument named in its tool's description, a binding
+            that MCP tools may match later): warnings even for ``check``, which fails on the others.
         live: toolboxes whose tools can change (MCP servers).
+        binder: applies the agent's bindings to the live toolboxes' tools as they are taken in.
 
     Raises (on construction):
         ToolBuildError: two tools share a wire name.
@@ -93,7 +103,9 @@ class ToolSet:
 
     tools: list[Tool]
     warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
     live: list[LiveToolbox] = field(default_factory=list)
+    binder: Callable[[list[Tool]], list[Tool]] | None = None
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
     _names: ToolNameMap = field(init=False, repr=False, compare=False)
 
@@ -135,7 +147,8 @@ class ToolSet:
             tools = list(self._static)
             by_name = dict(self._static_by_name)
             names = self._static_names.copy()
-            for _, live_tools in snapshots:
+            for _, listed in snapshots:
+                live_tools = self.binder(list(listed)) if self.binder is not None else listed
                 for tool in live_tools:
                     try:
                         if tool.name in by_name:
@@ -163,15 +176,26 @@ class ToolSet:
         self.refresh()
         return self._names.original(wire_name)
 
-    def openai_tools(self) -> list[dict[str, Any]]:
-        """The ``tools`` list of a chat-completions request."""
+    def openai_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
+        """The ``tools`` list of a chat-completions request; ``params`` (the session's values) hide
+        the exposed arguments that have a value (``tools_app.bound``)."""
         self.refresh()
-        return [tool.openai_tool() for tool in self.tools]
+        return [tool.openai_tool(params) for tool in self.tools]
 
-    def system_tools(self) -> list[dict[str, Any]]:
-        """The ``userTools`` list stored in a session's user turn."""
+    def system_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
+        """The ``userTools`` list stored in a session's user turn (``params`` as for :meth:`openai_tools`)."""
         self.refresh()
-        return [tool.system_tool() for tool in self.tools]
+        return [tool.system_tool(params) for tool in self.tools]
+
+    def narrowed(self, bindings: dict[str, list[ArgBinding]]) -> ToolSet:
+        """A copy whose tools named in ``bindings`` (wire name -> bound arguments) have those
+        arguments bound too: a helper narrowed for one call (docs/tools.md §8.6). The tools as they
+        are now, live ones included, are the copy's fixed list; this toolset is left alone."""
+        self.refresh()
+        tools = [BoundTool(tool, bindings[tool.name]) if bindings.get(tool.name) else tool for tool in self.tools]
+        result = ToolSet(tools=tools, warnings=list(self.warnings), notices=list(self.notices))
+        result._names = result._static_names = self._names.copy()
+        return result
 
     def with_extra_tools(self, extra: Sequence[Tool], *, prepend: bool = True) -> ToolSet:
         """A new toolset with ``extra`` added (the extension point for sub-agent and IO tools).
@@ -203,16 +227,17 @@ class ToolSet:
         if problems:
             raise ToolBuildError(problems)
         tools = added + self._static if prepend else self._static + added
-        result = ToolSet(tools=tools, warnings=warnings)
+        result = ToolSet(tools=tools, warnings=warnings, notices=list(self.notices))
         # Renamed copies no longer know their original name; keep the map that does.
         result._names = result._static_names = names
         result.live = list(self.live)
+        result.binder = self.binder
         result.refresh()
         return result
 
 
 def _unsupported(spec: AgentSpec) -> list[str]:
-    """One line per configured toolbox (or binding) whose kind this server does not run yet."""
+    """One line per configured toolbox whose kind this server does not run yet."""
     problems: list[str] = []
     kinds = [
         ("openApiToolboxes", spec.openApiToolboxes, "toolboxes"),
@@ -224,13 +249,14 @@ def _unsupported(spec: AgentSpec) -> list[str]:
             tag = getattr(entry, "tag", None) or (entry.get("tag") if isinstance(entry, dict) else None)
             label = f"{tag} {noun}" if tag else f"{key} entries"
             problems.append(f"{key}[{index}]: {label} are not supported by this server yet")
-    for index, _binding in enumerate(spec.bindings or []):
-        problems.append(f"bindings[{index}]: agent-level bindings are not supported by this server yet")
     return problems
 
 
-def build_toolset(agent: _AgentLike) -> ToolSet:
+def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = None) -> ToolSet:
     """Build the tools of ``agent`` (a ``LoadedAgent``; only ``spec`` and ``resolve`` are used).
+
+    ``params`` are the agent's parameter values in this process (process values and defaults):
+    the ``Param`` values of its MCP servers' ``env`` and ``headers`` read them.
 
     Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
     (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
@@ -262,10 +288,6 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
     for index, box in enumerate(spec.bashToolboxes):
         where = f"bashToolboxes[{index}]"
         contents = box.contents.model_dump()
-        if contents.get("Bindings"):
-            problems.append(
-                f"{where}.Bindings: bindings on bash toolboxes are not supported by this server yet"
-            )
         if contents.get("Activation") is not None:
             warnings.append(f"{where}.Activation: ignored, the tools are always visible")
         path = agent.resolve(contents["Path"])
@@ -301,7 +323,7 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
     builtin, builtin_warnings, builtin_problems = build_builtin_tools(agent)
     warnings.extend(builtin_warnings)
     problems.extend(builtin_problems)
-    live = _mcp_toolboxes(agent, problems)
+    live = _mcp_toolboxes(agent, problems, params or {})
     if problems:
         raise ToolBuildError(problems)
 
@@ -314,10 +336,72 @@ def build_toolset(agent: _AgentLike) -> ToolSet:
             where = getattr(tool, "path", None) or "builtinToolboxes"
             warnings.append(f"{where}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}")
         tool.name = wire
-    return ToolSet(tools=tools, warnings=warnings, live=list(live))
+    origins = {id(tool): where for where, tool in loaded}
+    notices: list[str] = []
+    tools, binder = _bind(spec, tools, origins, live, problems, notices)
+    if problems:
+        raise ToolBuildError(problems)
+    return ToolSet(tools=tools, warnings=warnings, notices=notices, live=list(live), binder=binder)
 
 
-def _mcp_toolboxes(agent: _AgentLike, problems: list[str]) -> list[McpToolbox]:
+def _bind(
+    spec: AgentSpec,
+    tools: list[Tool],
+    origins: dict[int, str],
+    live: list[McpToolbox],
+    problems: list[str],
+    notices: list[str],
+) -> tuple[list[Tool], Callable[[list[Tool]], list[Tool]] | None]:
+    """Apply the bash toolboxes' ``Bindings``, then the agent's ``bindings`` (checked against the MCP
+    servers' tools as listed now too); return the tools and the binder of live tools."""
+    decls = {decl.name: decl for decl in spec.parameters}
+    report = BindReport()
+    for index, box in enumerate(spec.bashToolboxes):
+        where = f"bashToolboxes[{index}]"
+        entries = [(f"{where}.contents.Bindings[{i}]", b) for i, b in enumerate(box.contents.Bindings)]
+        if not entries:
+            continue
+        positions = [i for i, tool in enumerate(tools) if origins.get(id(tool)) == where]
+        bound = bind_tools(
+            [tools[i] for i in positions], entries, decls, name_of=lambda tool: tool.slug, report=report
+        )
+        for position, tool in zip(positions, bound, strict=True):
+            tools[position] = tool
+    agent_bindings = [(f"bindings[{i}]", b) for i, b in enumerate(spec.bindings)]
+    binder = None
+    if agent_bindings:
+        listed = [tool for box in live for tool in box.snapshot()[1]]
+        checked = bind_tools(
+            [*tools, *listed], agent_bindings, decls, name_of=lambda tool: tool.name, report=report,
+            unmatched_is_warning=bool(live),
+        )
+        tools = checked[: len(tools)]
+        binder = _live_binder(spec.slug, agent_bindings, decls) if live else None
+    problems.extend(report.problems)
+    notices.extend(report.warnings)
+    return tools, binder
+
+
+def _live_binder(
+    slug: str, bindings: list[tuple[str, Any]], decls: dict[str, Any]
+) -> Callable[[list[Tool]], list[Tool]]:
+    """Binds an MCP server's tools each time its list is taken in; problems are logged, never fatal."""
+
+    def bind(listed: list[Tool]) -> list[Tool]:
+        report = BindReport()
+        bound = bind_tools(
+            listed, bindings, decls, name_of=lambda tool: tool.name, report=report, unmatched_is_warning=True
+        )
+        for problem in report.problems:
+            if "no tool matching" not in problem:
+                log.warning("binding not applied", extra={"kind": "tools.binding_problem", "agent": slug,
+                                                          "reason": problem})
+        return bound
+
+    return bind
+
+
+def _mcp_toolboxes(agent: _AgentLike, problems: list[str], params: Mapping[str, ParamValue]) -> list[McpToolbox]:
     """Start the servers of ``mcpServers`` and list their tools; add a line to ``problems`` for
     each entry that cannot be read, whose server does not start, or that lists nothing in time."""
     boxes: list[McpToolbox] = []
@@ -326,7 +410,7 @@ def _mcp_toolboxes(agent: _AgentLike, problems: list[str]) -> list[McpToolbox]:
     for index, entry in enumerate(agent.spec.mcpServers or []):
         where = f"mcpServers[{index}]"
         try:
-            config = parse_server(entry, where, agent.resolve)
+            config = parse_server(entry, where, agent.resolve, params)
         except McpConfigError as error:
             problems.append(str(error))
             continue

@@ -159,6 +159,8 @@ AGENTS = {
     "ADMIN_OWNERS": [o.strip() for o in env("AGENTS_ADMIN_OWNERS", default="").split(",") if o.strip()],
     # Origins answered with CORS headers and let through the origin check (comma-separated).
     "CORS_ORIGINS": [o.strip() for o in env("AGENTS_CORS_ORIGINS", default="").split(",") if o.strip()],
+    # Seconds a session's secret parameter values (held outside the database) outlive their last use.
+    "SECRET_TTL_SECONDS": env.float("AGENTS_SECRET_TTL_SECONDS", default=24 * 3600.0),
     # Per-owner LLM keys files, "OWNER=FILE" entries separated by os.pathsep.
     "OWNER_API_KEYS": [e for e in env("AGENTS_OWNER_API_KEYS", default="").split(os.pathsep) if e.strip()],
 }

@@ -9,6 +9,10 @@
 * still ``running`` when the wait ends: the session id to follow;
 * ``failed``: ``got an error: <why>``, as an error.
 
+Parameters for the session come with the call (``Agents-Param-<name>`` headers, ``_meta``) and are
+checked as a create's (docs/api.md §7.15); a refusal is an outcome marked ``refused``, which each
+transport reports its own way.
+
 The answer always names the session (``session_id``), which the REST API shows like any other.
 These functions block and use the database: call them from a thread of their own.
 """
@@ -17,8 +21,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
-from agentsite.errors import ApiError
+from agentsite.errors import ApiError, ErrorCode
 from sessions_app import document as doc
 from sessions_app import selectors
 from sessions_app.models import Session
@@ -28,16 +33,30 @@ from sessions_app.services import sessions
 WAIT_SECONDS = 120.0
 
 
+#: The codes of a refused ``params``: the call is refused as a whole (docs/api.md §7.15).
+PARAMS_CODES = frozenset(
+    {ErrorCode.UNKNOWN_PARAMS, ErrorCode.FORBIDDEN_PARAMS, ErrorCode.INVALID_PARAMS, ErrorCode.PARAMS_REQUIRED}
+)
+
+
 @dataclass(frozen=True)
 class AskOutcome:
-    """What a ``tools/call`` answers: the text, whether it is an error, and the session (if any)."""
+    """What a ``tools/call`` answers: the text, whether it is an error, the session (if any), and
+    whether the call's parameters were refused (nothing was created then)."""
 
     text: str
     is_error: bool = False
     session_id: str | None = None
+    refused: bool = False
 
 
-def ask_agent(slug: str, prompt: str, owner: str | None, wait_seconds: float = WAIT_SECONDS) -> AskOutcome:
+def ask_agent(
+    slug: str,
+    prompt: str,
+    owner: str | None,
+    wait_seconds: float = WAIT_SECONDS,
+    params: dict[str, Any] | None = None,
+) -> AskOutcome:
     """Run root agent ``slug`` on ``prompt`` in a new session of ``owner`` until it is blocked.
 
     Args:
@@ -45,13 +64,19 @@ def ask_agent(slug: str, prompt: str, owner: str | None, wait_seconds: float = W
         prompt: the user's message.
         owner: the caller (``None`` without authentication).
         wait_seconds: the longest wait for the run to stop.
+        params: the call's parameters; one call is one run, so session- and message-scope values
+            both go to it.
     Returns:
         the outcome (see the module docstring); a refused creation (say, the agent was just
         deleted) is an error outcome without a session.
     """
     try:
-        session = sessions.session_create(agent_slug=slug, prompt=prompt, media=[], run="until_blocked", owner=owner)
+        session = sessions.session_create(
+            agent_slug=slug, prompt=prompt, media=[], run="until_blocked", owner=owner, params=params or None
+        )
     except ApiError as error:
+        if error.code in PARAMS_CODES:
+            return AskOutcome(f"{error.code}: {error.message}", is_error=True, refused=True)
         return AskOutcome(f"got an error: {error.message}", is_error=True)
     return describe(selectors.wait_for_run(session.pk, wait_seconds))
 

@@ -15,12 +15,17 @@ agents included; a call runs a session owned by the caller.
 
 Who may call is decided as for the REST API: the bearer tokens (401 without a valid one, when
 authentication is on) and the origin check (403 ``forbidden_origin``, when it is off).
+
+Parameters for the sessions the calls create come from ``Agents-Param-<name>`` headers (string
+values; a ``-`` in the header's name stands for ``_``, since header names holding ``_`` are
+dropped) and ``_meta."agents-exe/params"`` (any JSON, over a header of the same name); refused
+parameters answer ``-32602`` with the code and message of docs/api.md §7.15.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -45,11 +50,26 @@ from sessions_app.mcp.protocol import LATEST_VERSION, PROTOCOL_VERSIONS, AgentTo
 VERSION_HEADER = "MCP-Protocol-Version"
 
 
+#: The prefix of the headers that give parameters.
+PARAM_HEADER = "agents-param-"
+
+
 @dataclass(frozen=True)
 class CallerState:
-    """The per-request state the SDK server hands to the handlers: who is calling."""
+    """The per-request state the SDK server hands to the handlers: who is calling, and the
+    parameters its ``Agents-Param-*`` headers give."""
 
     principal: Principal
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def header_params(headers: Any) -> dict[str, str]:
+    """``Agents-Param-<name>: <value>`` headers as parameter values (``-`` in names read as ``_``)."""
+    return {
+        name[len(PARAM_HEADER):].lower().replace("-", "_"): value
+        for name, value in headers.items()
+        if name.lower().startswith(PARAM_HEADER) and len(name) > len(PARAM_HEADER)
+    }
 
 
 class HttpExposure:
@@ -59,9 +79,9 @@ class HttpExposure:
         """One tool per root agent, by slug."""
         return [AgentTool(f"ask_{a.spec.slug}", a.spec.slug, a.spec.announce) for a in get_registry().roots()]
 
-    def ask(self, tool: AgentTool, prompt: str, state: CallerState) -> AskOutcome:
-        """A session of the caller, run until blocked."""
-        return ask_agent(tool.slug, prompt, state.principal.owner)
+    def ask(self, tool: AgentTool, prompt: str, state: CallerState, params: dict[str, Any]) -> AskOutcome:
+        """A session of the caller, run until blocked; ``_meta``'s parameters over the headers'."""
+        return ask_agent(tool.slug, prompt, state.principal.owner, params={**state.params, **params})
 
     def refuse(self, message: str) -> types.CallToolResult:
         """An unknown tool or a bad ``prompt`` is ``-32602``."""
@@ -166,9 +186,8 @@ class McpViewSet(ApiViewSet):
         if not batch and isinstance(messages[0], dict):
             return _error_reply(types.PARSE_ERROR, "Parse error: not a JSON-RPC message", 400)
         version = request.headers.get(VERSION_HEADER)
-        replies = anyio.run(
-            _serve, messages, CallerState(request.user), version if version in PROTOCOL_VERSIONS else LATEST_VERSION
-        )
+        state = CallerState(request.user, header_params(request.headers))
+        replies = anyio.run(_serve, messages, state, version if version in PROTOCOL_VERSIONS else LATEST_VERSION)
         answered = [reply for reply in replies if reply is not None]
         if not answered:
             return HttpResponse(status=202)

@@ -9,7 +9,8 @@ gets it, any other gets ``2025-06-18``.
 
 A call's input is ``{"prompt": string}``; it runs the agent as :func:`~sessions_app.mcp.asks.ask_agent`
 says, in a thread (it blocks and uses the database), and its result carries
-``_meta.session_id``.
+``_meta.session_id``. ``_meta."agents-exe/params"`` on the call gives the session's parameters
+(an object of name -> JSON value, over the transport's own, e.g. ``Agents-Param-*`` headers).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from sessions_app.mcp.asks import AskOutcome
 #: The protocol versions spoken, newest first.
 PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_VERSION = PROTOCOL_VERSIONS[0]
+#: Where a ``tools/call`` carries parameters for the session it creates.
+PARAMS_META_KEY = "agents-exe/params"
 #: The methods answered; anything else is -32601.
 METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "resources/list", "prompts/list"})
 
@@ -56,13 +59,14 @@ class Exposure(Protocol):
         """The tools, in order. ``state`` is the transport's per-request state (the caller)."""
         ...
 
-    def ask(self, tool: AgentTool, prompt: str, state: Any) -> AskOutcome:
-        """Run the agent behind ``tool`` on ``prompt`` for the caller in ``state``."""
+    def ask(self, tool: AgentTool, prompt: str, state: Any, params: dict[str, Any]) -> AskOutcome:
+        """Run the agent behind ``tool`` on ``prompt`` for the caller in ``state``, with the
+        parameters ``_meta`` gave the call."""
         ...
 
     def refuse(self, message: str) -> types.CallToolResult:
-        """What an unknown tool or a call without a string ``prompt`` answers: a result, or an
-        ``MCPError`` raised (``-32602``)."""
+        """What an unknown tool, a call without a string ``prompt``, or refused parameters answer:
+        a result, or an ``MCPError`` raised (``-32602``)."""
         ...
 
 
@@ -119,7 +123,12 @@ def build_server(exposure: Exposure, *, name: str, version: str) -> Server[Any]:
         prompt = (params.arguments or {}).get("prompt")
         if not isinstance(prompt, str):
             return exposure.refuse("no prompt given")
-        outcome = await anyio.to_thread.run_sync(_in_thread, exposure.ask, tool, prompt, state)
+        given = (params.meta or {}).get(PARAMS_META_KEY) if isinstance(params.meta, Mapping) else None
+        if given is not None and not isinstance(given, dict):
+            return exposure.refuse(f"_meta.{PARAMS_META_KEY} must be an object of parameter name -> value")
+        outcome = await anyio.to_thread.run_sync(_in_thread, exposure.ask, tool, prompt, state, given or {})
+        if outcome.refused:
+            return exposure.refuse(outcome.text)
         return call_result(outcome)
 
     async def empty_resources(ctx: Any, params: Any) -> types.ListResourcesResult:

@@ -34,9 +34,9 @@ class StdioExposure:
             for index, (slug, tree) in enumerate(trees.items())
         ]
 
-    def ask(self, tool: AgentTool, prompt: str, state: Any) -> AskOutcome:
-        """A session without owner, run until blocked."""
-        return ask_agent(tool.slug, prompt, None)
+    def ask(self, tool: AgentTool, prompt: str, state: Any, params: dict[str, Any]) -> AskOutcome:
+        """A session without owner, run until blocked, with the parameters ``_meta`` gives."""
+        return ask_agent(tool.slug, prompt, None, params=params)
 
     def refuse(self, message: str) -> types.CallToolResult:
         """An error result, as agents-exe answers (with ``isError``)."""

@@ -7,14 +7,16 @@ from typing import Any
 
 from django.db import transaction
 
+from agents_app.runtime import runtime_agent
 from agentsite.api import require_unicode
 from agentsite.common import db_now, is_base64
-from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
+from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run
 from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewContinuation
-from sessions_app.store import lock_session, run_fields, run_is_active, store
+from sessions_app.services import params as values
+from sessions_app.store import lock_session, run_fields, run_is_active, store, store_params
 
 
 def normalize_tool_result(result: Any) -> Any:
@@ -69,15 +71,27 @@ def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
     return media
 
 
-def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Session:
+def continuation_complete(
+    *,
+    token: uuid.UUID,
+    result: Any,
+    resume: bool,
+    params: dict[str, Any] | None = None,
+    caller: str | None = None,
+    from_helper: bool = False,
+) -> Session:
     """Complete a deferred call (``POST /v1/continuations/:token``, docs/api.md §8).
 
     With a run active the result is recorded and the run applies it before its next step.
     Otherwise it is written into the session at once and, when ``resume`` is true and no other
-    deferred call of that turn is left, a run is requested.
+    deferred call of that turn is left, a run is requested. ``params`` (from ``caller``) are
+    checked before anything is stored (docs/api.md §7.15); message-scope values go to the run
+    that goes on. A helper session answering its caller (``from_helper``) brings no values and
+    is never refused for those the caller lacks: the run that goes on finds out.
 
     Raises:
-        ApiError: 404 ``unknown_token``; 409 ``token_already_completed``; 400 ``bad_request``.
+        ApiError: 404 ``unknown_token``; 409 ``token_already_completed``; 400 ``bad_request``;
+            the parameter errors of docs/api.md §7.15.
     """
     response = normalize_tool_result(result)
     with transaction.atomic():
@@ -87,25 +101,61 @@ def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Ses
         if continuation.completed_at is not None:
             raise TokenAlreadyCompleted(token)
         session = lock_session(continuation.session_id)
+        active = run_is_active(session)
+        updated = None if active else doc.apply_result(session.document, str(token), response)
+        runs = active or (resume and updated is not None and doc.status_of(updated) == Session.Status.READY)
+        new_params = None if from_helper else _check_params(session, params, caller, runs=runs)
         now = db_now()
         continuation.result = response
         continuation.completed_at = now
-        if run_is_active(session):
+        if active:
             continuation.save(update_fields=["result", "completed_at"])
+            if new_params is not None:
+                session = store_params(session, new_params)
             return session
         continuation.applied_at = now
         continuation.save(update_fields=["result", "completed_at", "applied_at"])
-        updated = doc.apply_result(session.document, str(token), response)
+        extra = {"params": new_params} if new_params is not None else {}
         if updated is None:
             # the call is no longer at the head (e.g. the session was forked past it): keep the
             # result on the continuation only
-            return session
-        if resume and doc.status_of(updated) == Session.Status.READY:
-            session = store(session, updated, **run_fields("until_blocked"))
+            return store(session, session.document, **extra) if extra else session
+        if runs:
+            session = store(session, updated, **extra, **run_fields("until_blocked"))
             enqueue_run(session.pk, session.run_id)
         else:
-            session = store(session, updated, status=doc.status_of(updated), status_detail=None)
+            session = store(session, updated, status=doc.status_of(updated), status_detail=None, **extra)
     return session
+
+
+def _check_params(session: Session, params: dict[str, Any] | None, caller: str | None, *, runs: bool) -> Any:
+    """Check a continuation's ``params`` and hold its values on commit; the session row's new
+    ``params`` when they change, else ``None``. A run that goes on needs its required values.
+
+    A session whose agent is gone takes a result without ``params`` (its run fails later, as any).
+    """
+    try:
+        agent = runtime_agent(session.agent_slug)
+    except UnknownAgent:
+        if params:
+            raise
+        return None
+    checked = values.check_request(agent, params, session=session, caller=caller)
+    fields = values.held(session.pk)
+    if runs:
+        given = values.merged(agent, values.given_values(session, fields), checked.session)
+        current = values.active_run_values(session, fields) if run_is_active(session) else {}
+        message = values.message_values(agent, checked.message)
+        values.require(agent, given, {**current, **message}, ["session", "message"])
+    else:
+        checked.refuse_message_scope()
+    values.hold_on_commit(
+        session.pk,
+        secrets=values.secret_updates(agent, checked.session),
+        message=values.message_values(agent, checked.message),
+    )
+    new_params = values.stored_params(agent, session.params, checked.session)
+    return new_params if new_params != (session.params or {}) else None
 
 
 def apply_completed_continuations(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], list[uuid.UUID]]:

@@ -76,17 +76,22 @@ def after_mail(session: Session, envelope: MailEnvelope) -> Session:
         if message == mailbox.Control.RESUME and status != Session.Status.PAUSED and runnable(session):
             session = request_run(session, "until_blocked")
         return session
-    kind = mailbox.sender_kind(envelope.sender, session)
-    if kind not in wake_on(session):
-        return session
+    if message_wakes(session, envelope.sender):
+        session = request_run(session, "until_blocked")
+    return session
+
+
+def message_wakes(session: Session, sender: dict[str, Any]) -> bool:
+    """Whether a message from ``sender`` starts a run on ``session``, which has none (docs/sessions.md §6.5)."""
+    if mailbox.sender_kind(sender, session) not in wake_on(session):
+        return False
     spec = runtime_agent(session.agent_slug).loaded.spec
     wakes = session.status in (Session.Status.IDLE, Session.Status.READY, Session.Status.FAILED) or (
         session.status == Session.Status.PAUSED and spec.resumeOnAnyMail
     )
     # a session with tool calls still to run wakes too: the run runs them, then folds the mail
-    if wakes and (mailbox.can_fold(document) or doc.status_of(document) == Session.Status.READY):
-        session = request_run(session, "until_blocked")
-    return session
+    document = session.document
+    return wakes and (mailbox.can_fold(document) or doc.status_of(document) == Session.Status.READY)
 
 
 def runnable(session: Session) -> bool:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
+from agents_app.runtime import runtime_agent
 from agentsite.common import db_now
+from agentsite.errors import UnknownAgent
+from sessions_app import background, events
 from sessions_app import document as doc
-from sessions_app import events
 from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, RunStopped
 from sessions_app.models import Session
+from sessions_app.services import params as values
 from sessions_app.store import lock_session, store
+
+log = logging.getLogger("sessions.recovery")
 
 
 def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
@@ -41,13 +48,14 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 continue
             if not all_claimed and session.run_lease_until is not None and session.run_lease_until >= now:
                 continue
-            document = session.document
+            document, detail = _lost_parameters(session, session.document)
             status = doc.status_of(document)
+            values.drop_run_on_commit(session.pk, session.run_id)
             session = store(
                 session,
                 document,
                 status=status,
-                status_detail=None,
+                status_detail=detail,
                 run_id=None,
                 run_mode=None,
                 run_owner=None,
@@ -66,3 +74,33 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 enqueue_run(session_id, run_id)
             resent.append(str(session_id))
     return recovered, resent
+
+
+def _lost_parameters(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A recovered session whose required session-scope values are gone (a secret held by the
+    processes that died): its running calls fail now, naming them, and its ``status_detail`` says
+    ``params_required: <names>`` (docs/sessions.md §4.8). Returns the document and the detail."""
+    try:
+        agent = runtime_agent(session.agent_slug)
+    except UnknownAgent:
+        return document, None
+    missing = values.missing_session_values(agent, session)
+    if not missing:
+        return document, None
+    log.warning(
+        "parameters required", extra={"kind": "sessions.params_required", "session_id": str(session.pk),
+                                      "params": missing}
+    )
+    head = doc.head(document)
+    if head is not None and head["tag"] == "PartialUserTurn":
+        head = doc.current_partial(head)
+        failed = []
+        for tc in doc.tracked_calls(head):
+            if tc["tcState"] == "Running":
+                tc["tcState"] = "Failed"
+                tc["tcResult"] = "Error: " + "; ".join(f"parameter {name} is not bound" for name in missing)
+                failed.append(tc["tcId"])
+        if failed:
+            background.cancel_calls(session, failed)
+            document = doc.replace_head(document, doc.close_partial(head) if doc.all_final(head) else head)
+    return document, f"params_required: {', '.join(missing)}"

@@ -25,9 +25,10 @@ from sessions_app import mailbox
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
 from sessions_app.models import Session
-from sessions_app.services.mail import after_mail, append_mail, mail_send
+from sessions_app.services import params as values
+from sessions_app.services.mail import after_mail, append_mail, mail_send, message_wakes
 from sessions_app.services.tree import has_active_descendants, stop_children
-from sessions_app.store import insert_session, lock_session, run_fields, run_is_active, store
+from sessions_app.store import insert_session, lock_session, run_fields, run_is_active, store, store_params
 
 
 def session_create(
@@ -40,21 +41,33 @@ def session_create(
     owner: str | None = None,
     sealed: bool = False,
     session_token_sha256: str | None = None,
+    params: dict[str, Any] | None = None,
 ) -> Session:
     """Create a session (``POST /v1/sessions``, docs/api.md §7.1).
 
     Without a prompt and media the session is empty and ``ready``; with ``run="none"`` its first
     turn is stored and it stays ``ready``; otherwise a run is requested. A sub-session belongs to
     its root's owner (docs/api.md §10.3), whoever creates it; ``sealed`` and the session token's
-    digest (docs/api.md §10.5) are the new session's own, never inherited.
+    digest (docs/api.md §10.5) are the new session's own, never inherited. ``params`` are checked
+    before anything is stored (docs/api.md §7.15): its session-scope values are the session's, its
+    message-scope ones the run's.
 
     Raises:
-        ApiError: 404 ``unknown_agent``; 404 ``unknown_session`` for a missing parent.
+        ApiError: 404 ``unknown_agent``; 404 ``unknown_session`` for a missing parent; the
+            parameter errors of docs/api.md §7.15.
     """
     if get_registry().get(agent_slug) is None:
         # helpers run as children of their caller; sessions are created for root agents
         raise UnknownAgent(agent_slug)
     agent = runtime_agent(agent_slug)
+    query = doc.make_query(prompt, media)
+    starts_run = query is not None and run != "none"
+    checked = values.check_request(agent, params)
+    if not starts_run:
+        checked.refuse_message_scope()
+    given = values.merged(agent, {}, checked.session)
+    message = values.message_values(agent, checked.message)
+    values.require(agent, given, message, ["session", "message"] if starts_run else ["session"])
     with transaction.atomic():
         parent = None
         if parent_id is not None:
@@ -63,13 +76,13 @@ def session_create(
                 raise UnknownSession(parent_id)
         session_id = uuid.uuid4()
         document = doc.new_document(str(session_id))
-        query = doc.make_query(prompt, media)
         if query is not None:
-            document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
+            turn = doc.user_turn(agent.system_prompt, agent.system_tools(agent.resolve_params(given)), query)
+            document = doc.push_turn(document, turn)
         fields: dict[str, Any] = {"status": Session.Status.READY}
-        starts_run = query is not None and run != "none"
         if starts_run:
             fields = run_fields(run)
+        values.hold_on_commit(session_id, secrets=values.secret_updates(agent, checked.session), message=message)
         session = insert_session(
             document,
             id=session_id,
@@ -78,6 +91,7 @@ def session_create(
             owner=parent.owner if parent is not None else owner,
             sealed=sealed,
             session_token_sha256=session_token_sha256,
+            params=values.stored_params(agent, {}, checked.session),
             **fields,
         )
         if starts_run:
@@ -93,6 +107,7 @@ def message_post(
     run: str,
     interrupt: bool = False,
     owner: str | None = None,
+    params: dict[str, Any] | None = None,
 ) -> Session:
     """Add a user message (``POST /v1/sessions/:id/messages``, docs/api.md §7.5; docs/decisions.md §7).
 
@@ -100,10 +115,12 @@ def message_post(
     user turn, or nothing), the message becomes that turn and a run starts (unless ``run`` is
     ``none``). Otherwise it is never refused: it is queued as mail, folded in at the next step
     boundary of the active run, or when the session can be asked again. ``interrupt`` posts it
-    with interrupt priority, which detaches the calls a run is waiting on.
+    with interrupt priority, which detaches the calls a run is waiting on. ``params`` are checked
+    first (docs/api.md §7.15); message-scope values go to the run the message starts or feeds.
 
     Raises:
-        ApiError: 404 ``unknown_session``; 400 ``bad_request`` for an empty message.
+        ApiError: 404 ``unknown_session``; 400 ``bad_request`` for an empty message; the
+            parameter errors of docs/api.md §7.15.
     """
     query = doc.make_query(prompt, media)
     if query is None:
@@ -111,6 +128,7 @@ def message_post(
     with transaction.atomic():
         session = lock_session(session_id)
         agent = runtime_agent(session.agent_slug)
+        checked = values.check_request(agent, params, session=session, caller=owner)
         document = session.document
         head = doc.head(document)
         takes_turn = (
@@ -118,45 +136,74 @@ def message_post(
             or head["tag"] == "UserTurn"
             or (head["tag"] == "LlmTurn" and not doc.tool_calls_of(head["contents"]))
         )
-        queue = run_is_active(session) or session.status == Session.Status.PAUSED or not takes_turn
-        if queue or mailbox.unread(session, document):
+        active = run_is_active(session)
+        sender = {"tag": "user", "owner": owner}
+        queued = active or session.status == Session.Status.PAUSED or not takes_turn
+        queued = queued or bool(mailbox.unread(session, document))
+        runs = (active or message_wakes(session, sender)) if queued else run != "none"
+        fields = values.held(session.pk)
+        given = values.merged(agent, values.given_values(session, fields), checked.session)
+        message = values.message_values(agent, checked.message)
+        if runs:
+            current = values.active_run_values(session, fields) if active else {}
+            values.require(agent, given, {**current, **message}, ["session", "message"])
+        else:
+            checked.refuse_message_scope()
+        new_params = values.stored_params(agent, session.params, checked.session)
+        values.hold_on_commit(session.pk, secrets=values.secret_updates(agent, checked.session), message=message)
+        if queued:
+            if new_params != (session.params or {}):
+                session = store_params(session, new_params) if active else store(session, document, params=new_params)
             # mail keeps every message in order, behind anything already queued
             body = {"tag": "userMessage", "query": query}
-            priority = "interrupt" if interrupt and run_is_active(session) else "normal"
-            envelope, _ = append_mail(session, body, priority=priority, sender={"tag": "user", "owner": owner})
-            if not run_is_active(session):
+            priority = "interrupt" if interrupt and active else "normal"
+            envelope, _ = append_mail(session, body, priority=priority, sender=sender)
+            if not active:
                 session = after_mail(session, envelope)
             return session
-        document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), query))
+        turn = doc.user_turn(agent.system_prompt, agent.system_tools(agent.resolve_params(given)), query)
+        document = doc.push_turn(document, turn)
         if run == "none":
-            return store(session, document, status=Session.Status.READY, status_detail=None)
-        session = store(session, document, **run_fields(run))
+            return store(session, document, status=Session.Status.READY, status_detail=None, params=new_params)
+        session = store(session, document, params=new_params, **run_fields(run))
         enqueue_run(session.pk, session.run_id)
     return session
 
 
-def session_resume(*, session_id: uuid.UUID, mode: str, owner: str | None = None) -> Session:
+def session_resume(
+    *, session_id: uuid.UUID, mode: str, owner: str | None = None, params: dict[str, Any] | None = None
+) -> Session:
     """Start a run on a stored session (``POST /v1/sessions/:id/resume``, docs/api.md §7.6).
 
     A paused session resumes, even while the run that is pausing has not stopped yet (a Resume
-    control then cancels the Pause it follows).
+    control then cancels the Pause it follows). ``params`` are checked first (docs/api.md §7.15).
 
     Raises:
-        ApiError: 404 ``unknown_session``; 409 ``run_in_progress``.
+        ApiError: 404 ``unknown_session``; 409 ``run_in_progress``; the parameter errors of
+            docs/api.md §7.15.
     """
     with transaction.atomic():
         session = lock_session(session_id)
-        if run_is_active(session):
-            pausing = any(
-                mailbox.control_of(e) == mailbox.Control.PAUSE
-                for e in mailbox.unread(session, session.document)
-            )
-            if not pausing:
-                raise RunInProgress(session.pk)
+        agent = runtime_agent(session.agent_slug)
+        checked = values.check_request(agent, params, session=session, caller=owner)
+        active = run_is_active(session)
+        if active and not any(
+            mailbox.control_of(e) == mailbox.Control.PAUSE for e in mailbox.unread(session, session.document)
+        ):
+            raise RunInProgress(session.pk)
+        fields = values.held(session.pk)
+        given = values.merged(agent, values.given_values(session, fields), checked.session)
+        message = values.message_values(agent, checked.message)
+        current = values.active_run_values(session, fields) if active else {}
+        values.require(agent, given, {**current, **message}, ["session", "message"])
+        new_params = values.stored_params(agent, session.params, checked.session)
+        values.hold_on_commit(session.pk, secrets=values.secret_updates(agent, checked.session), message=message)
+        if active:
+            if new_params != (session.params or {}):
+                session = store_params(session, new_params)
             append_mail(session, mailbox.RESUME, priority="normal", sender={"tag": "user", "owner": owner})
             return session
-        runtime_agent(session.agent_slug)
-        session = store(session, session.document, **run_fields(mode))
+        session = store(session, session.document, params=new_params, **run_fields(mode))
         enqueue_run(session.pk, session.run_id)
     return session
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
+from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
 from agentsite.errors import ApiError, RunInProgress, UnknownTurn
 from sessions_app import document as doc
@@ -18,25 +19,33 @@ from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, SessionDeleted, SubcallCompleted, SubcallFailed, SubcallStarted
 from sessions_app.models import DOCUMENTS, Continuation, Session
 from sessions_app.outcomes import NewChild
+from sessions_app.services import params as values
 from sessions_app.services.continuations import continuation_complete
 from sessions_app.services.mail import append_mail
 from sessions_app.store import insert_session, run_fields, run_is_active
 
 
-def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str | None) -> Session:
+def session_fork(
+    *, session_id: uuid.UUID, at_turn: int | None, agent_slug: str | None, params: dict[str, Any] | None = None
+) -> Session:
     """Copy a session into a new one that starts no run (``POST /v1/sessions/:id/fork``).
 
     ``at_turn`` indexes ``turns`` newest first; the fork keeps that turn and every older one
     (docs/decisions.md §12). Deferred and background calls are not copied: a kept head that
     still waits on calls is closed as a cancelled run closes it. The fork keeps the source's
-    parent link and non-secret params, not its seal, token or mail.
+    parent link and non-secret params (those its agent declares), not its secrets, seal, token
+    or mail; ``params`` are merged over them (docs/api.md §7.15), required ones not enforced.
 
     Raises:
-        ApiError: 404 ``unknown_session``, ``unknown_turn``, ``unknown_agent``.
+        ApiError: 404 ``unknown_session``, ``unknown_turn``, ``unknown_agent``; the parameter
+            errors of docs/api.md §7.15.
     """
     source = selectors.session_get(session_id)
     slug = agent_slug or source.agent_slug
-    runtime_agent(slug)
+    agent = runtime_agent(slug)
+    checked = values.check_request(agent, params)
+    checked.refuse_message_scope()
+    declared = {name: value for name, value in (source.params or {}).items() if name in agent.parameters.decls}
     document = source.document
     turns = document.get("turns") or []
     index = 0 if at_turn is None else at_turn
@@ -54,6 +63,7 @@ def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str 
     forked["turns"] = kept
     forked["forkedFromSessionId"] = str(source.pk)
     with transaction.atomic():
+        values.hold_on_commit(new_id, secrets=values.secret_updates(agent, checked.session))
         session = insert_session(
             forked,
             id=new_id,
@@ -62,7 +72,7 @@ def session_fork(*, session_id: uuid.UUID, at_turn: int | None, agent_slug: str 
             owner=source.owner,
             status=doc.status_of(forked),
             forked_from=source.pk,
-            params=dict(source.params or {}),
+            params=values.stored_params(agent, declared, checked.session),
         )
     return session
 
@@ -106,23 +116,37 @@ def session_delete(*, session_id: uuid.UUID, dry_run: bool) -> dict[str, Any]:
                 Session.objects.filter(pk=session.pk).delete()
                 DOCUMENTS.forget(session.pk)
                 events.emit(EventKind.SESSION_DELETED, session.pk, session.owner, SessionDeleted())
+            values.forget_on_commit(s.pk for s in tree)
     return {"sessions": [str(s.pk) for s in tree], "continuations": continuations, "dry_run": dry_run}
 
 
 def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Session:
     """Create and start the child session answering a helper call (inside the step's transaction).
 
-    The child belongs to the owner of the parent's root and is listed under ``?parent=``.
+    The child belongs to the owner of the parent's root and is listed under ``?parent=``. Its
+    values are those its caller gave (``with``): non-secret ones stored with it, secret ones
+    held outside the database with its narrowing (docs/tools.md §8.6), before its run is sent.
     """
     agent = runtime_agent(child.agent_slug)
     document = doc.new_document(str(child.session_id))
-    document = doc.push_turn(document, doc.user_turn(agent.system_prompt, agent.system_tools(), child.prompt))
+    if child.narrowing is not None:
+        # the narrowing itself is held outside the database; a run that finds it gone stops
+        document["narrowed"] = True
+    visible = agent.resolve_params(child.params)
+    tools = narrowed_toolset(agent.toolset, child.narrowing.here) if child.narrowing is not None else agent.toolset
+    document = doc.push_turn(document, doc.user_turn(agent.system_prompt, tools.system_tools(visible), child.prompt))
+    values.hold_on_commit(
+        child.session_id,
+        secrets={name: value.value for name, value in child.params.items() if value.secret},
+        narrowing=child.narrowing,
+    )
     session = insert_session(
         document,
         id=child.session_id,
         agent_slug=child.agent_slug,
         parent=parent,
         owner=parent.owner,
+        params={name: value.value for name, value in child.params.items() if not value.secret},
         **run_fields("until_blocked"),
     )
     started = SubcallStarted(
@@ -172,7 +196,9 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
         failed = SubcallFailed(child_session_id=str(child.pk), message=child.status_detail)
         events.emit(EventKind.SUBCALL_FAILED, parent.pk, parent.owner, failed)
     try:
-        continuation_complete(token=uuid.UUID(waiting[0]["tcContinuation"]), result=result, resume=True)
+        continuation_complete(
+            token=uuid.UUID(waiting[0]["tcContinuation"]), result=result, resume=True, from_helper=True
+        )
     except ApiError:
         # already answered (e.g. the parent was cancelled meanwhile): nothing left to deliver
         return

@@ -77,8 +77,8 @@ def test_entries_are_read_with_literal_values_and_relative_executables():
         ({"tag": "McpSimpleBinary", "contents": {"name": "x"}}, "mcpServers[0].contents.executable must be"),
         ({"tag": "McpSimpleBinary", "contents": {"name": "x", "executable": "x", "args": "a"}}, "args must be a list"),
         (
-            {"tag": "McpSimpleBinary", "contents": {"name": "x", "executable": "x", "env": {"T": PARAM_TOK}}},
-            "mcpServers[0].contents.env.T takes parameter 'tok'; parameters are not supported by this server yet",
+            {"tag": "McpSimpleBinary", "contents": {"name": "x", "executable": "x", "env": {"T": {"tag": "Env"}}}},
+            'mcpServers[0].contents.env.T must be {"tag": "Literal"',
         ),
         ({"tag": "McpStreamableHttp", "contents": {"name": "x", "url": "ftp://x"}}, "url must be an http://"),
     ],

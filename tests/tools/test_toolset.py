@@ -99,8 +99,7 @@ def test_unsupported_kinds_are_listed_one_per_line(tmp_path):
         openApiToolboxes=[{"tag": "OpenAPIServer", "contents": {}}],
         postgrestToolboxes=[{"tag": "PostgRESTServer", "contents": {}}],
         skillSources=[{"tag": "SkillDirectory", "contents": "./skills"}],
-        bindings=[{"tool": "x"}],
-        bashToolboxes=[{"tag": "SingleTool", "contents": {"Path": str(script("streams.sh")), "Bindings": [{}]}}],
+        bashToolboxes=[{"tag": "SingleTool", "contents": {"Path": str(script("streams.sh"))}}],
         parameters=[{"name": "tenant"}],  # parameters alone are fine
     )
     with pytest.raises(ToolBuildError) as err:
@@ -109,8 +108,6 @@ def test_unsupported_kinds_are_listed_one_per_line(tmp_path):
         "openApiToolboxes[0]: OpenAPIServer toolboxes are not supported by this server yet",
         "postgrestToolboxes[0]: PostgRESTServer toolboxes are not supported by this server yet",
         "skillSources[0]: SkillDirectory skill sources are not supported by this server yet",
-        "bindings[0]: agent-level bindings are not supported by this server yet",
-        "bashToolboxes[0].Bindings: bindings on bash toolboxes are not supported by this server yet",
     ]
     assert str(err.value) == "\n".join(err.value.problems)
 

@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..base import Tool, ToolContext, ToolResult
+from ..base import Tool, ToolContext, ToolResult, VisibleParams
 from ..names import normalize_tool_name
 from .process import ProcessOutcome, format_seconds, run_process, tail_text
-from .protocol import ArgumentError, ScriptInfo, build_invocation, tool_environment
+from .protocol import ArgumentError, ScriptArg, ScriptInfo, build_invocation, tool_environment
 
 
 class BashTool(Tool):
@@ -58,7 +58,7 @@ class BashTool(Tool):
         """``bash_<slug>``, the name before normalization."""
         return f"bash_{self.slug}"
 
-    def system_properties(self) -> list[dict[str, Any]]:
+    def system_properties(self, params: VisibleParams = None) -> list[dict[str, Any]]:
         """As agents-exe stores bash arguments: ``OpaqueParamType`` carrying the declared type
         (``MultipleParamType`` for ``multiple`` arity)."""
         return [
@@ -73,6 +73,27 @@ class BashTool(Tool):
             }
             for arg in self.info.args
         ]
+
+    def _arg(self, name: str) -> ScriptArg | None:
+        return next((arg for arg in self.info.args if arg.name == name), None)
+
+    def bound_value_problem(self, arg: str, value: Any) -> str | None:
+        """A bash argument takes a string, number or boolean (a list of them for ``multiple``)."""
+        declared = self._arg(arg)
+        items = value if isinstance(value, list) and declared is not None and declared.arity == "multiple" else [value]
+        if any(isinstance(item, dict | list) for item in items):
+            return f"argument {arg} of {self.name} takes a string, a number or a boolean, not an object or a list"
+        return None
+
+    def secret_transport_problem(self, arg: str) -> str | None:
+        """A secret must travel in ``env`` (or ``stdin``) mode, never on the command line."""
+        declared = self._arg(arg)
+        if declared is not None and declared.mode in ("positional", "dashdashspace", "dashdashequal"):
+            return (
+                f"argument {arg} of {self.name} is passed on the command line ({declared.mode}), where it would show"
+                ' in ps; a secret must use "mode": "env"'
+            )
+        return None
 
     def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Run ``<exe> run ...`` and turn its output into a result (README, "Bash tools").

@@ -9,9 +9,10 @@ Two kinds of entry:
 
 ``env`` and ``headers`` map names to binding values: ``{"tag": "Literal", "contents": <JSON>}``
 (a string as it is, anything else as its JSON text) or ``{"tag": "Param", "contents": <name>}``,
-a process-scope parameter, which this server cannot resolve yet and refuses at load. Values are
-given to the server process's environment (added to the inherited one) or sent as HTTP headers,
-never put on a command line, and only their names are ever logged.
+a process-scope parameter (the loader refuses others: a server is started once per process),
+whose value in this process (``--set``, a default) is used; one without value leaves the name
+out. Values are given to the server process's environment (added to the inherited one) or sent
+as HTTP headers, never put on a command line, and only their names are ever logged.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agents_app.parameters import ParamValue
 
 #: The tags of ``mcpServers`` entries this server runs.
 STDIO_TAG = "McpSimpleBinary"
@@ -46,7 +49,7 @@ class StdioServer:
     name: str
     executable: str
     args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def environment(self) -> dict[str, str]:
         """The child's whole environment: this process's, then :attr:`env` (which wins)."""
@@ -70,7 +73,7 @@ class HttpServer:
 
     name: str
     url: str
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def describe(self) -> dict[str, Any]:
         """What may be logged about it: the URL and the names (never the values) of ``headers``."""
@@ -87,25 +90,31 @@ def _entry_parts(entry: Any) -> tuple[str | None, Any]:
     return getattr(entry, "tag", None), getattr(entry, "contents", None)
 
 
-def _binding_value(value: Any, where: str) -> str:
-    """A ``Literal`` binding value as text; a ``Param`` (or anything else) is refused."""
+def _text_of(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _binding_value(value: Any, where: str, params: Mapping[str, ParamValue]) -> str | None:
+    """A binding value as text: a ``Literal``'s, or a ``Param``'s value in this process (``None``
+    when it has none)."""
     if isinstance(value, Mapping) and value.get("tag") == "Literal" and "contents" in value:
-        literal = value["contents"]
-        return literal if isinstance(literal, str) else json.dumps(literal)
-    if isinstance(value, Mapping) and value.get("tag") == "Param":
-        raise McpConfigError(
-            f"{where} takes parameter {value.get('contents')!r}; parameters are not supported by this server yet"
-        )
+        return _text_of(value["contents"])
+    if isinstance(value, Mapping) and value.get("tag") == "Param" and isinstance(value.get("contents"), str):
+        given = params.get(value["contents"])
+        return _text_of(given.value) if given is not None else None
     raise McpConfigError(f'{where} must be {{"tag": "Literal", "contents": <value>}} or {{"tag": "Param", ...}}')
 
 
-def _bindings(contents: Mapping[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+def _bindings(
+    contents: Mapping[str, Any], key: str, where: str, params: Mapping[str, ParamValue]
+) -> tuple[tuple[str, str], ...]:
     raw = contents.get(key)
     if raw is None:
         return ()
     if not isinstance(raw, Mapping):
         raise McpConfigError(f"{where}.{key} must be an object of name -> binding value")
-    return tuple((str(name), _binding_value(value, f"{where}.{key}.{name}")) for name, value in raw.items())
+    pairs = ((str(name), _binding_value(value, f"{where}.{key}.{name}", params)) for name, value in raw.items())
+    return tuple((name, text) for name, text in pairs if text is not None)
 
 
 def _text(contents: Mapping[str, Any], key: str, where: str) -> str:
@@ -115,18 +124,23 @@ def _text(contents: Mapping[str, Any], key: str, where: str) -> str:
     return value
 
 
-def parse_server(entry: Any, where: str, resolve: Callable[[str], Path]) -> ServerConfig:
+def parse_server(
+    entry: Any, where: str, resolve: Callable[[str], Path], params: Mapping[str, ParamValue] | None = None
+) -> ServerConfig:
     """Read one ``mcpServers`` entry.
 
     Args:
         entry: the entry, a schema ``Tagged`` or its JSON.
         where: how problems name it, e.g. ``mcpServers[0]``.
         resolve: turns a relative path into one from the agent's directory.
+        params: the agent's parameter values in this process (process values and defaults),
+            for ``Param`` values of ``env`` and ``headers``.
     Returns:
         a :class:`StdioServer` or an :class:`HttpServer`.
     Raises:
-        McpConfigError: an unknown tag, a missing or ill-typed field, a ``Param`` value.
+        McpConfigError: an unknown tag, a missing or ill-typed field, a binding value of another shape.
     """
+    params = params or {}
     tag, contents = _entry_parts(entry)
     if tag not in (STDIO_TAG, HTTP_TAG):
         raise McpConfigError(f"{where}: {tag!r} MCP servers are not supported (expected {STDIO_TAG} or {HTTP_TAG})")
@@ -138,11 +152,12 @@ def parse_server(entry: Any, where: str, resolve: Callable[[str], Path]) -> Serv
         url = _text(contents, "url", where)
         if not url.startswith(("http://", "https://")):
             raise McpConfigError(f"{where}.url must be an http:// or https:// URL")
-        return HttpServer(name=name, url=url, headers=_bindings(contents, "headers", where))
+        return HttpServer(name=name, url=url, headers=_bindings(contents, "headers", where, params))
     executable = _text(contents, "executable", where)
     if "/" in executable and not os.path.isabs(executable):
         executable = str(resolve(executable))
     args = contents.get("args") or []
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise McpConfigError(f"{where}.args must be a list of strings")
-    return StdioServer(name=name, executable=executable, args=tuple(args), env=_bindings(contents, "env", where))
+    env = _bindings(contents, "env", where, params)
+    return StdioServer(name=name, executable=executable, args=tuple(args), env=env)
