@@ -168,13 +168,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ["AGENTS_BIND"] = args.bind
     _setup_django("serve")
     from django.conf import settings
-    from django.core.management import call_command
 
     from agents_app.registry import get_registry
     from agentsite.auth import describe_for_log
+    from agentsite.migrate import migrate
 
     auth = _auth_config_or_exit()
-    call_command("migrate", interactive=False, verbosity=0)
+    migrate()
     _load_agents_or_exit()
     _recover(all_claimed=settings.EMBEDDED_WORKER)
     if settings.EMBEDDED_WORKER:
@@ -211,9 +211,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not settings.REDIS_URL:
         print("agents worker: set REDIS_URL (the workers and the servers share the Redis broker)", file=sys.stderr)
         return 2
-    from django.core.management import call_command
+    from agentsite.migrate import migrate
 
-    call_command("migrate", interactive=False, verbosity=0)
+    migrate()
     _load_agents_or_exit()
     from agentsite.celery import app
 
