@@ -238,6 +238,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate agent files: one line per problem on stderr, exit 1 when any (docs/agents.md §5).
 
+    On stdout, ``<slug>: <announce> (<n> tools)`` per root, then one indented line per path an
+    agent of its tree names, saying where it was found (docs/agents.md §3).
+
     Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
     it and logs ``tools.skipped``), and so are two files with the same root slug.
     """
@@ -268,6 +271,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             problems.extend(f"{agent.path}: {helper_slug}: {warning}" for warning in toolset.warnings)
             if helper_slug == slug:
                 print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
+        # where each relative path was found (docs/agents.md §3), indented under the root's line
+        for helper_slug, agent in tree.agents.items():
+            for where, found in agent.paths:
+                print(f"  {helper_slug}: {where} '{found.named}': {found.base} ({found.path})")
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
