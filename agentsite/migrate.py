@@ -4,8 +4,8 @@
 on a fresh database, two of them would both find a table missing and both create it; the second
 fails with ``relation ... already exists``. So each takes a lock first: on PostgreSQL a
 session-level advisory lock (every process on every machine shares it through the database), on
-SQLite an exclusive ``flock`` on the database file (only processes of one machine can share a
-SQLite file). The first process migrates; the others wait for the lock, then find nothing left to
+SQLite an exclusive ``flock`` on the database's directory (only processes of one machine can
+share a SQLite file). The first process migrates; the others wait for the lock, then find nothing left to
 do.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,13 +44,14 @@ def _migration_lock() -> Iterator[None]:
     if connection.vendor != "sqlite" or name == ":memory:" or name.startswith("file:"):
         yield
         return
-    # flock and SQLite's own (fcntl) locks are independent: this one only orders the migrations
-    with open(Path(name), "ab") as database:
-        fcntl.flock(database, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(database, fcntl.LOCK_UN)
+    # The database's directory is locked, not the file: closing a descriptor of the database
+    # file would drop the POSIX locks SQLite holds on it in this process.
+    directory = os.open(Path(name).resolve().parent, os.O_RDONLY)
+    try:
+        fcntl.flock(directory, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(directory)
 
 
 def migrate() -> None:
