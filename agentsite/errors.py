@@ -35,6 +35,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_TOKEN = "unknown_token"
     UNKNOWN_AGENT = "unknown_agent"
     UNKNOWN_TURN = "unknown_turn"
+    UNREADABLE_SESSION = "unreadable_session"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     RUN_IN_PROGRESS = "run_in_progress"
     NO_ACTIVE_RUN = "no_active_run"
@@ -135,6 +136,13 @@ class UnknownTurn(ApiError):
     """404: a fork's ``at_turn`` out of range; built from the session id, the turn and the count."""
 
     code, status, template = ErrorCode.UNKNOWN_TURN, 404, "session {} has no turn {} (it has {})"
+
+
+class UnreadableSession(ApiError):
+    """422: a stored session document this server cannot read; built from the session id and what
+    is wrong with it (docs/sessions.md §1). Only that session is concerned."""
+
+    code, status, template = ErrorCode.UNREADABLE_SESSION, 422, "session {} cannot be read: {}"
 
 
 class MethodNotAllowed(ApiError):

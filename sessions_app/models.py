@@ -17,7 +17,9 @@ from typing import Any
 from django.db import models
 
 from agentsite.common import TextJSONField, dump_json_text
+from agentsite.errors import UnreadableSession
 from sessions_app.document import pending_calls
+from sessions_app.document_shape import header_problem, turn_problem
 
 
 class Session(models.Model):
@@ -91,6 +93,9 @@ class Session(models.Model):
 
         Assembled from ``header_json`` and the Turn rows, and kept for the next reader of the
         same version (:data:`DOCUMENTS`); a newer version reads only the turns written since.
+
+        Raises:
+            UnreadableSession: a row this server cannot read (``sessions_app.document_shape``).
         """
         return DOCUMENTS.get(self)
 
@@ -200,7 +205,10 @@ def _load_document(
     Returns:
         The document, and the bytes of JSON it was read from (for the cache's bound).
     """
-    document = json.loads(session.header_json)
+    document = _parse(session, session.header_json, "the document")
+    problem = header_problem(document)
+    if problem is not None:
+        raise UnreadableSession(session.pk, problem)
     rows = Turn.objects.filter(session_id=session.pk, position__lt=session.turn_count)
     oldest_first: list[Any] = [None] * session.turn_count
     size = len(session.header_json)
@@ -211,13 +219,29 @@ def _load_document(
         rows = rows.filter(version__gt=known[0])
         size = known[2]
     for position, text in rows.values_list("position", "turn_json"):
-        oldest_first[position] = json.loads(text)
+        where = f"turns[{session.turn_count - 1 - position}]"
+        turn = oldest_first[position] = _parse(session, text, where)
+        problem = turn_problem(turn)
+        if problem is not None:
+            raise UnreadableSession(session.pk, f"{where}: {problem}")
         size += len(text)
     if any(turn is None for turn in oldest_first):
         # a row the known document did not have and no newer row wrote: read them all again
         return _load_document(session, None)
     document["turns"] = oldest_first[::-1]
     return document, size
+
+
+def _parse(session: Session, text: str, where: str) -> Any:
+    """JSON text of a session's row.
+
+    Raises:
+        UnreadableSession: it is not JSON.
+    """
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise UnreadableSession(session.pk, f"{where} is not JSON ({error})") from None
 
 
 #: The documents this process holds (see :class:`DocumentCache`).

@@ -25,6 +25,7 @@ from django.db.models import Q
 from agents_app.llm import LlmError
 from agents_app.runtime import runtime_agent
 from agentsite.common import db_now
+from agentsite.errors import UnreadableSession
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_run
@@ -43,7 +44,7 @@ from sessions_app.models import Session
 from sessions_app.monitor import RunWatch, forget_run, watch_run
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
-from sessions_app.store import VersionConflict, lease_deadline, store
+from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
 
 log = logging.getLogger("sessions.runner")
 
@@ -105,6 +106,8 @@ def run_session(session_id: str, run_id: str) -> None:
         _loop(sid, heartbeat)
     except LeaseLost:
         log.warning("lease lost", extra={"kind": "run.lease_lost", "session_id": session_id})
+    except UnreadableSession as error:
+        _fail_unreadable(sid, error.message)
     finally:
         forget_run(heartbeat)
         close_old_connections()
@@ -174,7 +177,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                     continue
             if done and _finish(session_id, mode, None, None, agent=agent):
                 return
-    except LeaseLost:
+    except (LeaseLost, UnreadableSession):
         raise
     except LlmError as error:
         _finish(session_id, mode, RunEnd.FAILED, error.detail, agent=None)
@@ -403,6 +406,18 @@ def _fenced_store(session: Session, document: dict[str, Any], **fields: Any) -> 
 def _fenced_store_atomic(session: Session, document: dict[str, Any]) -> Session:
     with transaction.atomic():
         return _fenced_store(session, document)
+
+
+def _fail_unreadable(session_id: uuid.UUID, detail: str) -> None:
+    """The session's document cannot be read: store ``failed`` saying why, without reading it."""
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.run_owner != WORKER_NAME:
+            return
+        events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
+        session = store_columns(session, fence_run=WORKER_NAME, **_stopped_fields(Session.Status.FAILED, detail))
+        _announce_stop(session, Session.Status.FAILED, cancelled=False)
+    log.warning("run failed", extra={"kind": "run.unreadable_session", "session_id": str(session_id)})
 
 
 def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str | None, *, agent: Any) -> bool:

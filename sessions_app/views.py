@@ -178,7 +178,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="getSession",
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 422)},
     )
     def retrieve(self, request: Request, session_id: str) -> Response:
         """The session; with ``wait=true``, once its run stops (202 if still running at timeout)."""
@@ -221,7 +221,11 @@ class SessionViewSet(ApiViewSet):
         operation_id="resumeSession",
         request=ResumeSerializer,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413)},
+        responses={
+            200: SessionViewSerializer,
+            202: SessionViewSerializer,
+            **error_responses(400, 403, 404, 409, 413, 422),
+        },
     )
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, session_id: str) -> Response:
@@ -236,7 +240,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="listPendingCalls",
         parameters=[SESSION_ID],
-        responses={200: PendingSerializer, **error_responses(403, 404)},
+        responses={200: PendingSerializer, **error_responses(403, 404, 422)},
     )
     @action(detail=True, methods=["get"])
     def pending(self, request: Request, session_id: str) -> Response:
@@ -247,7 +251,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="listMail",
         parameters=[SESSION_ID, OpenApiParameter("unread", bool, description="only mail not consumed yet")],
-        responses={200: MailListSerializer, **error_responses(400, 403, 404)},
+        responses={200: MailListSerializer, **error_responses(400, 403, 404, 422)},
     )
     @action(detail=True, methods=["get"])
     def mail(self, request: Request, session_id: str) -> Response:
@@ -260,7 +264,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="sendMail",
         request=MailSerializer,
         parameters=[SESSION_ID],
-        responses={202: ReceiptSerializer, **error_responses(400, 403, 404, 413)},
+        responses={202: ReceiptSerializer, **error_responses(400, 403, 404, 413, 422)},
     )
     @mail.mapping.post
     def send_mail(self, request: Request, session_id: str) -> Response:
@@ -282,7 +286,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="forkSession",
         request=ForkSerializer,
         parameters=[SESSION_ID],
-        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413)},
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413, 422)},
     )
     @action(detail=True, methods=["post"])
     def fork(self, request: Request, session_id: str) -> Response:
@@ -298,7 +302,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="pauseSession",
         request=None,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 422)},
     )
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, session_id: str) -> Response:
@@ -311,7 +315,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="cancelRun",
         request=None,
         parameters=[SESSION_ID],
-        responses={200: SessionMetaSerializer, **error_responses(403, 404, 409)},
+        responses={200: SessionMetaSerializer, **error_responses(403, 404, 409, 422)},
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, session_id: str) -> Response:
@@ -325,7 +329,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="cancelAttached",
         request=None,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 422)},
     )
     @action(detail=True, methods=["post"], url_path="cancel-attached")
     def cancel_attached(self, request: Request, session_id: str) -> Response:
@@ -354,7 +358,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="revokeSessionToken",
         parameters=[SESSION_ID],
-        responses={200: SessionViewSerializer, **error_responses(403, 404)},
+        responses={200: SessionViewSerializer, **error_responses(403, 404, 422)},
     )
     @action(detail=True, methods=["delete"])
     def token(self, request: Request, session_id: str) -> Response:
@@ -373,7 +377,7 @@ class ContinuationViewSet(ApiViewSet):
         operation_id="completeCall",
         request=ContinuationSerializer,
         parameters=[TOKEN, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 404, 409, 413)},
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 404, 409, 413, 422)},
     )
     def complete(self, request: Request, token: str) -> Response:
         """Post a deferred call's result; the session resumes when its last deferred call is in."""

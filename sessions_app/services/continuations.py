@@ -147,6 +147,35 @@ def create_continuations(session: Session, new: list[NewContinuation]) -> None:
     )
 
 
+def adopt_deferred_calls(session: Session, document: dict[str, Any]) -> None:
+    """Create the Continuation rows of an imported document's deferred calls (docs/sessions.md §5).
+
+    A document written elsewhere (agents-exe, or another server) names its deferred calls'
+    tokens only in its head partial turn; each gets its row here, so that posting a result to
+    the token works as for a call deferred by this server. Helper calls are not concerned.
+
+    Raises:
+        ApiError: 400 ``bad_request`` for a token that is not a UUID, or that another session's
+            call already holds.
+    """
+    head = doc.head(document)
+    if head is None or head.get("tag") != "PartialUserTurn":
+        return
+    new: list[NewContinuation] = []
+    for tc in doc.tracked_calls(head):
+        if tc["tcState"] != "Deferred" or tc.get("tcChild"):
+            continue
+        try:
+            token = uuid.UUID(str(tc.get("tcContinuation")))
+        except ValueError:
+            raise BadRequest(f"the deferred call {tc['tcId']} has no continuation token (a UUID)") from None
+        holder = Continuation.objects.filter(pk=token).values_list("session_id", flat=True).first()
+        if holder is not None:
+            raise BadRequest(f"continuation token {token} already belongs to session {holder}")
+        new.append(NewContinuation(str(token), tc["tcId"], tc["tcCall"], tc.get("tcPolicy") or {"tag": "defer"}))
+    create_continuations(session, new)
+
+
 def mark_applied(tokens: list[uuid.UUID]) -> None:
     """Record that these continuations' results are now in the session document."""
     if tokens:

@@ -8,12 +8,13 @@ from django.conf import settings
 from django.db import transaction
 
 from agentsite.common import db_now
+from agentsite.errors import UnreadableSession
 from sessions_app import document as doc
 from sessions_app import events
 from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, RunStopped
 from sessions_app.models import Session
-from sessions_app.store import lock_session, store
+from sessions_app.store import lock_session, store, store_columns
 
 
 def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
@@ -41,18 +42,16 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 continue
             if not all_claimed and session.run_lease_until is not None and session.run_lease_until >= now:
                 continue
-            document = session.document
-            status = doc.status_of(document)
-            session = store(
-                session,
-                document,
-                status=status,
-                status_detail=None,
-                run_id=None,
-                run_mode=None,
-                run_owner=None,
-                run_lease_until=None,
-            )
+            released = {"run_id": None, "run_mode": None, "run_owner": None, "run_lease_until": None}
+            try:
+                document = session.document
+            except UnreadableSession as error:
+                # nothing can be made of its turns: it is failed, saying why
+                status = Session.Status.FAILED
+                session = store_columns(session, status=status, status_detail=error.message, **released)
+            else:
+                status = doc.status_of(document)
+                session = store(session, document, status=status, status_detail=None, **released)
             events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
         recovered.append(str(session_id))
     cutoff = now - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
