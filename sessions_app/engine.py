@@ -23,7 +23,7 @@ from agents_app.llm import complete
 from agents_app.runtime import RuntimeAgent
 from sessions_app import background, executor
 from sessions_app import document as doc
-from sessions_app.event_types import EventKind, ToolFinished, ToolStarted
+from sessions_app.event_types import EventKind, ToolFinished, ToolStarted, bounded
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
 from tools_app.base import ToolContext
@@ -287,7 +287,12 @@ def _run_calls(
         entry["tcState"], entry["tcResult"] = state, response
         on_tool_event(
             EventKind.TOOL_COMPLETED if state == "Completed" else EventKind.TOOL_FAILED,
-            ToolFinished(tool_call_id=context.tool_call_id, tool=name, status=state.lower(), result=response),
+            ToolFinished(
+                tool_call_id=context.tool_call_id,
+                tool=name,
+                status=state.lower(),
+                result=bounded(response, settings.AGENTS["EVENT_VALUE_MAX_BYTES"]),
+            ),
         )
     partial = doc.partial_turn(agent.system_prompt, agent.system_tools(), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial

@@ -7,6 +7,7 @@ import copy
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
@@ -15,7 +16,14 @@ from sessions_app import document as doc
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
 from sessions_app.dispatch import enqueue_run
-from sessions_app.event_types import EventKind, SessionDeleted, SubcallCompleted, SubcallFailed, SubcallStarted
+from sessions_app.event_types import (
+    EventKind,
+    SessionDeleted,
+    SubcallCompleted,
+    SubcallFailed,
+    SubcallStarted,
+    bounded,
+)
 from sessions_app.models import DOCUMENTS, Continuation, Session
 from sessions_app.outcomes import NewChild
 from sessions_app.services.continuations import continuation_complete
@@ -165,7 +173,8 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
         child_head = doc.head(child.document)
         answer = doc.response_text(child_head["contents"]) if child_head and child_head["tag"] == "LlmTurn" else ""
         result: Any = answer
-        completed = SubcallCompleted(child_session_id=str(child.pk), result=answer)
+        shown = bounded(answer, settings.AGENTS["EVENT_VALUE_MAX_BYTES"])
+        completed = SubcallCompleted(child_session_id=str(child.pk), result=shown)
         events.emit(EventKind.SUBCALL_COMPLETED, parent.pk, parent.owner, completed)
     else:
         result = f"Error: the helper agent {child.agent_slug} failed: {child.status_detail}"
