@@ -15,6 +15,7 @@ from typing import Any
 
 from agentsite.common import is_base64, rfc3339
 from agentsite.errors import BadRequest
+from sessions_app import background
 from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session
 
@@ -101,6 +102,38 @@ def is_control(envelope: MailEnvelope) -> bool:
 def control_of(envelope: MailEnvelope) -> Control | None:
     """The control an envelope carries, or ``None`` for any other mail."""
     return Control(envelope.body["message"]["tag"]) if is_control(envelope) else None
+
+
+def take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], Control | None, bool]:
+    """Consume the unread controls of a session, in order (docs/sessions.md §6.3).
+
+    ``cancelCalls`` and ``cancelAllAttached`` ask the background calls to stop at once; Pause,
+    Resume and StopRun decide what the run does next.
+
+    Returns:
+        ``(document, stop, consumed_any)``: the document with ``controlCursor`` past them;
+        ``stop`` is :attr:`Control.PAUSE` (a Pause not undone by a later Resume),
+        :attr:`Control.STOP_RUN`, or ``None``.
+    """
+    stop: Control | None = None
+    consumed = False
+    for envelope in unread(session, document):
+        control = control_of(envelope)
+        if control is None:
+            continue
+        if control == Control.PAUSE:
+            stop = Control.PAUSE
+        elif control == Control.RESUME and stop == Control.PAUSE:
+            stop = None
+        elif control == Control.STOP_RUN:
+            stop = Control.STOP_RUN
+        elif control in (Control.CANCEL_CALLS, Control.CANCEL_ALL_ATTACHED):
+            background.cancel_calls(session, envelope.body["message"].get("toolCallIds"))
+        document = dict(document)
+        document["controlCursor"] = envelope.seq
+        document.setdefault("mailCursor", 0)
+        consumed = True
+    return document, stop, consumed
 
 
 def envelope_view(envelope: MailEnvelope) -> dict[str, Any]:

@@ -247,30 +247,11 @@ def _announce_stop(session: Session, final: str, *, cancelled: bool) -> None:
 
 
 def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], RunEnd | None, bool]:
-    """Consume unread control mail in order: ``(document, stop, consumed_any)``.
-
-    ``stop`` is ``PAUSED`` (Pause), ``STOPPED`` (StopRun), or ``None`` (nothing, or a Resume that
-    came after the Pause).
-    """
-    stop: RunEnd | None = None
-    consumed = False
-    for envelope in mailbox.unread(session, document):
-        control = mailbox.control_of(envelope)
-        if control is None:
-            continue
-        if control == mailbox.Control.PAUSE:
-            stop = RunEnd.PAUSED
-        elif control == mailbox.Control.RESUME and stop == RunEnd.PAUSED:
-            stop = None
-        elif control == mailbox.Control.STOP_RUN:
-            stop = RunEnd.STOPPED
-        elif control in (mailbox.Control.CANCEL_CALLS, mailbox.Control.CANCEL_ALL_ATTACHED):
-            background.cancel_calls(session, envelope.body["message"].get("toolCallIds"))
-        document = dict(document)
-        document["controlCursor"] = envelope.seq
-        document.setdefault("mailCursor", 0)
-        consumed = True
-    return document, stop, consumed
+    """Consume unread control mail in order (``mailbox.take_controls``): ``(document, stop,
+    consumed_any)``, ``stop`` being ``PAUSED`` (Pause), ``STOPPED`` (StopRun) or ``None``."""
+    document, stop, consumed = mailbox.take_controls(session, document)
+    ends = {mailbox.Control.PAUSE: RunEnd.PAUSED, mailbox.Control.STOP_RUN: RunEnd.STOPPED}
+    return document, ends.get(stop) if stop is not None else None, consumed
 
 
 def _has_attached_background(document: dict[str, Any]) -> bool:
@@ -425,8 +406,9 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
 
     Under the row lock, results and mail posted since the last step are looked at first, so
     none is left behind by a run that was about to stop: if they let an ``until_blocked`` run go
-    on, the lease is kept and ``False`` is returned (the loop continues). A run stopped by
-    StopRun or cancel has its attached calls cancelled; Pause stores ``paused``.
+    on, the lease is kept and ``False`` is returned (the loop continues). Every control still
+    unread is consumed, whatever ends the run, so that none outlives it (docs/sessions.md §6.3).
+    A run stopped by StopRun or cancel has its attached calls cancelled; Pause stores ``paused``.
     """
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
@@ -435,9 +417,10 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
         document, applied = apply_completed_continuations(session, session.document)
         mark_applied(applied)
         mail = mailbox.may_have_unread(session.last_mail_seq, document)
-        if status is None and mail:
+        if mail:
+            # every control posted to this run is consumed now: none is left to stop the next one
             document, late_stop, _ = _take_controls(session, document)
-            status = late_stop
+            status = status if status is not None else late_stop
         if status is None and mode == "until_blocked":
             pending_mail = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)] if mail else []
             progress = (applied and doc.status_of(document) == "ready") or (pending_mail and mailbox.can_fold(document))

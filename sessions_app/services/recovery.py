@@ -10,7 +10,8 @@ from django.db import transaction
 from agentsite.common import db_now
 from agentsite.errors import UnreadableSession
 from sessions_app import document as doc
-from sessions_app import events
+from sessions_app import events, mailbox
+from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, RunStopped
 from sessions_app.models import Session
@@ -23,7 +24,9 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
     A claimed run whose lease has expired (or every claimed run, with ``all_claimed``: at the
     start of the embedded server no other process can hold one) is stored as a restart would
     store it: the interrupted step is lost, the status is the one its turns imply, and nothing
-    resumes on its own (docs/sessions.md §4.8). A run requested more than a lease ago and still
+    resumes on its own (docs/sessions.md §4.8). The controls posted to it and never read are
+    consumed: a Pause leaves the session ``paused``, a StopRun cancels its background calls, and
+    none is left to stop the next run (docs/sessions.md §6.3). A run requested more than a lease ago and still
     unclaimed (its task was lost with a broker or a process) is enqueued again; the claim makes a
     duplicate harmless.
 
@@ -50,7 +53,14 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 status = Session.Status.FAILED
                 session = store_columns(session, status=status, status_detail=error.message, **released)
             else:
-                status = doc.status_of(document)
+                # controls posted to the dead run go with it: a Pause is kept (the session is
+                # stored paused), a StopRun stops its background calls; none stops a later run
+                stop = None
+                if mailbox.may_have_unread(session.last_mail_seq, document):
+                    document, stop, _ = mailbox.take_controls(session, document)
+                if stop == mailbox.Control.STOP_RUN:
+                    cancel_calls(session, None)
+                status = Session.Status.PAUSED if stop == mailbox.Control.PAUSE else doc.status_of(document)
                 session = store(session, document, status=status, status_detail=None, **released)
             events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
         recovered.append(str(session_id))
