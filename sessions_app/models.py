@@ -362,3 +362,29 @@ class BackgroundCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} {self.tool_call_id} ({self.state})"
+
+
+class StartedCall(models.Model):
+    """A tool call a step started running, recorded (and committed) before it runs.
+
+    The step's store deletes its session's rows. A row found by a later step of the same head
+    is a call whose process died before its result was stored: it may or may not have run, so
+    it is reported to the model as interrupted rather than run again, unless its tool is safe to
+    retry (docs/sessions.md §3.2). ``turn`` is the position (oldest first) of the LlmTurn whose
+    call it is, ``call_index`` the call's place in it.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="started_calls")
+    turn = models.IntegerField()
+    call_index = models.IntegerField()
+    provider_call_id = models.TextField(blank=True, default="")
+    tool = models.TextField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "turn", "call_index"], name="started_call_per_turn")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.provider_call_id} started in {self.session_id}"

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -44,6 +45,7 @@ from sessions_app.models import Session
 from sessions_app.monitor import RunWatch, forget_run, watch_run
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
+from sessions_app.started import StartedCalls, forget_started
 from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
 
 log = logging.getLogger("sessions.runner")
@@ -164,6 +166,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                         on_text_delta=_text_delta_emitter(session) if settings.AGENTS["STREAM_TOKENS"] else None,
                         on_tool_event=_tool_event_emitter(session),
                         owner=session.owner,
+                        ledger=partial(StartedCalls, session.pk),
                     )
                 except NothingToDo:
                     done = True
@@ -210,6 +213,8 @@ def _store_step(session: Session, result: Any, *, mode: str) -> bool:
             _announce_stop(session, final, cancelled=False)
         else:
             session = _fenced_store(session, result.document)
+        if result.ran_calls:
+            forget_started(session.pk)
         create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=True) for entry in result.background]
         calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))}
