@@ -244,8 +244,13 @@ def _stopped_fields(final: str, detail: str | None) -> dict[str, Any]:
 
 
 def _announce_stop(session: Session, final: str, *, cancelled: bool) -> None:
-    """``run.stopped``, and a child's outcome for the parent call waiting on it, after commit."""
-    events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=final))
+    """``run.stopped``, and a child's outcome for the parent call waiting on it, after commit.
+
+    A run that leaves its session ``running`` (its helpers work for it) has not stopped to the
+    session's clients: no ``run.stopped`` until the run that takes their answers stops.
+    """
+    if final != Session.Status.RUNNING:
+        events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=final))
     if session.parent_id is not None:
         session_id = session.pk
         transaction.on_commit(lambda: deliver_to_parent(session_id, cancelled=cancelled))

@@ -181,8 +181,15 @@ def lock_session(session_id: uuid.UUID) -> Session:
 
 
 def run_is_active(session: Session) -> bool:
-    """Whether a run is requested or going on ``session``."""
+    """Whether ``session`` is running: a run is requested or going, or a helper session works for
+    it (docs/decisions.md §21); either way the session is busy to its clients."""
     return session.status == Session.Status.RUNNING
+
+
+def run_requested(session: Session) -> bool:
+    """Whether a run of ``session`` is requested or going (a worker has it, or will claim it):
+    running, and not only waiting on its helpers."""
+    return session.status == Session.Status.RUNNING and session.run_id is not None
 
 
 def lease_deadline(now: datetime) -> datetime:

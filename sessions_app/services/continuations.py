@@ -14,7 +14,7 @@ from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run
 from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewContinuation
-from sessions_app.store import lock_session, run_fields, run_is_active, store
+from sessions_app.store import lock_session, run_fields, run_requested, store
 
 
 def normalize_tool_result(result: Any) -> Any:
@@ -72,9 +72,10 @@ def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
 def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Session:
     """Complete a deferred call (``POST /v1/continuations/:token``, docs/api.md §8).
 
-    With a run active the result is recorded and the run applies it before its next step.
-    Otherwise it is written into the session at once and, when ``resume`` is true and no other
-    deferred call of that turn is left, a run is requested.
+    With a run requested or going, the result is recorded and the run applies it before its next
+    step. Otherwise (no run, or a session running only while its helpers work) it is written
+    into the session at once and, when ``resume`` is true and no other deferred call of that turn
+    is left, a run is requested.
 
     Raises:
         ApiError: 404 ``unknown_token``; 409 ``token_already_completed``; 400 ``bad_request``.
@@ -90,7 +91,7 @@ def continuation_complete(*, token: uuid.UUID, result: Any, resume: bool) -> Ses
         now = db_now()
         continuation.result = response
         continuation.completed_at = now
-        if run_is_active(session):
+        if run_requested(session):
             continuation.save(update_fields=["result", "completed_at"])
             return session
         continuation.applied_at = now

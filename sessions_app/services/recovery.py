@@ -62,7 +62,9 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                     cancel_calls(session, None)
                 status = Session.Status.PAUSED if stop == mailbox.Control.PAUSE else doc.status_of(document)
                 session = store(session, document, status=status, status_detail=None, **released)
-            events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
+            if status != Session.Status.RUNNING:
+                # a session whose helpers work for it is still running to its clients
+                events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
         recovered.append(str(session_id))
     cutoff = now - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
     unclaimed = Session.objects.filter(status=Session.Status.RUNNING, run_owner__isnull=True)

@@ -28,8 +28,8 @@ from sessions_app.document_shape import document_problem
 from sessions_app.models import Session
 from sessions_app.services.continuations import adopt_deferred_calls
 from sessions_app.services.mail import after_mail, append_mail, mail_send
-from sessions_app.services.tree import has_active_descendants, stop_children
-from sessions_app.store import insert_session, lock_session, run_fields, run_is_active, store
+from sessions_app.services.tree import cancel_helpers, has_active_descendants, stop_children
+from sessions_app.store import insert_session, lock_session, run_fields, run_is_active, run_requested, store
 
 
 def session_create(
@@ -213,6 +213,9 @@ def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Sessio
                 stop_children(session)
                 return session
             raise NoActiveRun(session_id)
+        if not run_requested(session):
+            # running only while its helpers work for it: no run to tell, its calls end now
+            return cancel_helpers(session)
         append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
         cancel_calls(session, None)
         stop_children(session)
