@@ -100,8 +100,9 @@ class ApiViewSet(viewsets.ViewSet):
 
 #: What any route of ``/v1`` may answer before its view runs: 400 (a NUL in the query), 401 (no
 #: valid token, with authentication on), 403 ``forbidden_origin`` (a browser page from an origin
-#: not allowed, without authentication) and 413 (a body over the limit).
-ANY_ROUTE_ERRORS = (400, 401, 403, 413)
+#: not allowed, without authentication), 413 (a body over the limit), and, from the HTTP server
+#: itself, 414 (a request line over 16 KiB) and 431 (a request head over 16 KiB).
+ANY_ROUTE_ERRORS = (400, 401, 403, 413, 414, 431)
 
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:

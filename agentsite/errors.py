@@ -43,6 +43,8 @@ class ErrorCode(StrEnum):
     AGENT_DEFINED_BY_FILE = "agent_defined_by_file"
     AGENT_IN_USE = "agent_in_use"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    URI_TOO_LONG = "uri_too_long"
+    HEADERS_TOO_LARGE = "headers_too_large"
     UNKNOWN_PARAMS = "unknown_params"
     INVALID_PARAMS = "invalid_params"
     PARAMS_REQUIRED = "params_required"
@@ -185,6 +187,20 @@ class PayloadTooLarge(ApiError):
     """413: the body is over the limit; built from the limit in bytes."""
 
     code, status, template = ErrorCode.PAYLOAD_TOO_LARGE, 413, "request body is larger than {} bytes"
+
+
+class UriTooLong(ApiError):
+    """414: a request line (its URL) over the limit; built from the limit. Answered by the HTTP
+    server itself (``agentsite.http_limits``), which then closes the connection."""
+
+    code, status, template = ErrorCode.URI_TOO_LONG, 414, "the request line is longer than {}"
+
+
+class HeadersTooLarge(ApiError):
+    """431: a request head (request line and headers) over the limit; built from the limit.
+    Answered by the HTTP server itself (``agentsite.http_limits``), which closes the connection."""
+
+    code, status, template = ErrorCode.HEADERS_TOO_LARGE, 431, "the request headers are larger than {}"
 
 
 class UnknownParams(ApiError):

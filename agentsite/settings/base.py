@@ -138,6 +138,9 @@ AGENTS = {
     # Run lease: length and renewal period, in seconds (docs/sessions.md §4.2).
     "LEASE_SECONDS": env.float("AGENTS_LEASE_SECONDS", default=30.0),
     "LEASE_RENEW_SECONDS": env.float("AGENTS_LEASE_RENEW_SECONDS", default=10.0),
+    # Seconds a connection may take to send a whole request head, from its opening or from its
+    # previous answer; then it is closed (docs/api.md §1.5).
+    "HEADER_TIMEOUT": env.float("AGENTS_HEADER_TIMEOUT", default=30.0),
     # Body limit in bytes (docs/api.md §1.1: 32 MiB).
     "MAX_BODY_BYTES": env.int("AGENTS_MAX_BODY_BYTES", default=32 * 1024 * 1024),
     "STREAM_TOKENS": env.bool("AGENTS_STREAM_TOKENS", default=False),
