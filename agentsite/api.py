@@ -33,8 +33,21 @@ def require_unicode(value: Any, what: str) -> None:
         raise BadRequest(f"{what} is nested too deeply") from error
 
 
+def require_name(value: str, what: str) -> str:
+    """Refuse a name or identifier holding a NUL character (docs/api.md §1.6: text keeps them,
+    names never do); return it.
+
+    Raises:
+        ApiError: 400 ``bad_request``.
+    """
+    if "\x00" in value:
+        raise BadRequest(f"{what}: Null characters are not allowed.")
+    return value
+
+
 def json_object_body(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object; an empty body is ``{}``.
+    """The request body as a JSON object; no body (empty, only whitespace, or JSON ``null``) is
+    ``{}`` (docs/api.md §1.6).
 
     Raises:
         ApiError: 400 ``bad_request`` when the body is JSON but not an object.

@@ -19,7 +19,15 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentsite.api import ApiViewSet, error_responses, json_object_body, parse_uuid, query_bool, wait_params
+from agentsite.api import (
+    ApiViewSet,
+    error_responses,
+    json_object_body,
+    parse_uuid,
+    query_bool,
+    require_name,
+    wait_params,
+)
 from agentsite.auth import new_session_token
 from agentsite.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
@@ -353,6 +361,8 @@ class SessionViewSet(ApiViewSet):
         body = json_object_body(request)
         # an object whose only key is "params", holding an object, is the wrapped form
         values = body["params"] if set(body) == {"params"} and isinstance(body["params"], dict) else body
+        for name in values:
+            require_name(name, "params")
         return Response(SessionViewSerializer(owner.session_params_put(session_id=sid, params=values)).data)
 
     @extend_schema(

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agentsite.api import require_unicode
+from agentsite.api import require_name, require_unicode
 from agentsite.common import db_now, is_base64
 from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
 from sessions_app import document as doc
@@ -63,9 +63,10 @@ def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
         raise BadRequest(f'{where}: a media part needs string "mimeType" and "base64Data"')
     if not is_base64(value["base64Data"]):
         raise BadRequest(f"{where}: base64Data is not valid base64")
-    media = {"type": "media", "mimeType": value["mimeType"], "base64Data": value["base64Data"]}
+    mime = require_name(value["mimeType"], f"{where}.mimeType")
+    media = {"type": "media", "mimeType": mime, "base64Data": value["base64Data"]}
     if isinstance(value.get("filename"), str):
-        media["filename"] = value["filename"]
+        media["filename"] = require_name(value["filename"], f"{where}.filename")
     return media
 
 
