@@ -24,9 +24,12 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 
 from agents_app.llm import LlmError
+from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
+from agentsite.auth import AuthConfigError, auth_config
 from agentsite.common import db_now
 from agentsite.errors import UnreadableSession
+from agentsite.redaction import redact
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_run
@@ -411,6 +414,21 @@ def _fail_unreadable(session_id: uuid.UUID, detail: str) -> None:
     log.warning("run failed", extra={"kind": "run.unreadable_session", "session_id": str(session_id)})
 
 
+def _redacted(detail: str | None) -> str | None:
+    """A failure's text without any configured secret in it (docs/agents.md §7.5): the values
+    of the API keys files, the bearer tokens of the tokens file."""
+    if detail is None:
+        return None
+    registry = get_registry()
+    secrets = [*registry.api_keys.values()]
+    secrets += [value for keys in registry.owner_api_keys.values() for value in keys.values()]
+    try:
+        digests = [digest for digest, _ in auth_config().digests]
+    except AuthConfigError:
+        digests = []
+    return redact(detail, secrets, digests)
+
+
 def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str | None, *, agent: Any) -> bool:
     """Release the lease and store the final status (derived from the turns unless given).
 
@@ -419,6 +437,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
     on, the lease is kept and ``False`` is returned (the loop continues). Every control still
     unread is consumed, whatever ends the run, so that none outlives it (docs/sessions.md §6.3).
     A run stopped by StopRun or cancel has its attached calls cancelled; Pause stores ``paused``.
+    A failure's ``detail`` is stored without the configured secrets it may quote.
     """
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
@@ -440,6 +459,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
         if status == RunEnd.STOPPED or (status == RunEnd.PAUSED and agent and agent.loaded.spec.pauseCancelsCalls):
             document = _cancel_attached(session, document)
         final = str(status) if status in (RunEnd.FAILED, RunEnd.PAUSED) else doc.status_of(document)
+        detail = _redacted(detail)
         if status == RunEnd.FAILED:
             events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
         session = store(session, document, fence_run=WORKER_NAME, **_stopped_fields(final, detail))
