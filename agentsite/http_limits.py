@@ -51,6 +51,7 @@ class LimitedChannel(HTTPChannel):
     _head_timer: Any = None
 
     def connectionMade(self) -> None:
+        """A new connection: its first request head is timed from now."""
         super().connectionMade()
         self._start_head_timer()
 
@@ -77,6 +78,7 @@ class LimitedChannel(HTTPChannel):
             self._start_head_timer()
 
     def connectionLost(self, reason: Any) -> None:
+        """The connection is gone: nothing is timed any more."""
         self._stop_head_timer()
         super().connectionLost(reason)
 
@@ -121,6 +123,7 @@ def install(head_timeout: float) -> None:
         """daphne's factory, building :class:`LimitedChannel` connections."""
 
         def protocol(self) -> LimitedChannel:
+            """A connection of this factory (Twisted's factories call ``self.protocol()``)."""
             channel = LimitedChannel()
             channel.head_timeout = head_timeout
             return channel
