@@ -1,9 +1,10 @@
 """Loading agent files and the helper trees they define.
 
-Implements docs/agents.md §1, §3, §4 and §5: the file format, relative paths resolved from the
-file that names them, the helper tree (directory and ``extraAgents`` edges, breadth-first
-discovery, duplicate slugs, cycle warnings) and the load-time checks; the envelope, bare contents
-and unknown keys ignored with a warning are docs/decisions.md §5.
+Implements docs/agents.md §1, §3, §4 and §5: the file format, relative paths looked for from the
+file that names them and then from the working directory, the helper tree (directory and
+``extraAgents`` edges, breadth-first discovery, duplicate slugs, cycle warnings) and the
+load-time checks; the envelope, bare contents and unknown keys ignored with a warning are
+docs/decisions.md §5.
 
 Every problem is one line, ``"<file>: <message>"``, where ``<file>`` is the absolute path of the
 file the problem is about. Loading never stops at the first problem: a whole tree (or a whole
@@ -65,6 +66,35 @@ class AgentLoadError(Exception):
         super().__init__("\n".join(self.problems))
 
 
+#: The bases a path can be taken from (docs/agents.md §3), as ``agents check`` names them.
+AGENT_DIRECTORY = "the agent file's directory"
+WORKING_DIRECTORY = "the working directory"
+STORED_FILES = "the agent's files"
+ABSOLUTE = "absolute"
+
+
+@dataclass(frozen=True)
+class PathLookup:
+    """Where a path an agent names was looked for, and which place was taken (docs/agents.md §3).
+
+    Attributes:
+        named: the path as the agent writes it.
+        path: the path used: the first of ``tried`` that exists, else the first of ``tried``.
+        base: what ``path`` was taken relative to: :data:`AGENT_DIRECTORY`,
+            :data:`WORKING_DIRECTORY`, :data:`STORED_FILES` or :data:`ABSOLUTE`.
+        tried: every place looked at, in order, without repeats.
+    """
+
+    named: str
+    path: Path
+    base: str
+    tried: tuple[Path, ...]
+
+    def looked_in(self) -> str:
+        """The places looked at, for a message: ``"/a/tools, /b/tools"``."""
+        return ", ".join(str(place) for place in self.tried)
+
+
 @dataclass
 class LoadedAgent:
     """One agent read from a file.
@@ -73,9 +103,13 @@ class LoadedAgent:
         spec: the validated ``contents``.
         contents: the raw ``contents`` object as read (JSON-compatible), for views and storage.
         path: absolute path of the agent file (``None`` for agents that do not come from a file).
-        base_dir: directory relative paths of this agent resolve from (the file's directory).
+        base_dir: the directory relative paths are looked for first (the file's directory), and
+            only (a stored agent's files).
         helper_slugs: slugs of this agent's helpers, in order: ``extraAgents`` references first,
             then the agent files found in its ``toolDirectory`` (sorted by path), without repeats.
+        paths: the paths the loader looked up for this agent, as ``(where, lookup)`` pairs
+            (``where`` is e.g. ``bashToolboxes[0]``), for ``agents check`` to say where each was
+            found.
     """
 
     spec: AgentSpec
@@ -83,16 +117,35 @@ class LoadedAgent:
     path: Path | None
     base_dir: Path
     helper_slugs: list[str] = field(default_factory=list)
+    paths: list[tuple[str, PathLookup]] = field(default_factory=list)
 
-    def resolve(self, relative: str) -> Path:
-        """Return ``relative`` resolved from :attr:`base_dir`; an absolute path is returned as is.
+    def lookup(self, named: str) -> PathLookup:
+        """Find a path the agent names (docs/agents.md §3).
 
-        The result is normalised (``.`` and ``..`` removed) but symbolic links are not followed.
+        An absolute path is taken as it is. A relative one is looked for from the agent file's
+        directory, then from the working directory (agents-exe's users run it from the root of
+        a checkout and name tools from there); the first that exists is taken, else the first
+        place. A stored agent's relative paths name its own files only. Paths are normalised
+        (``.`` and ``..`` removed); symbolic links are not followed.
         """
-        candidate = Path(relative)
+        candidate = Path(named)
         if candidate.is_absolute():
-            return candidate
-        return Path(os.path.normpath(self.base_dir / candidate))
+            return PathLookup(named, candidate, ABSOLUTE, (candidate,))
+        bases = [(AGENT_DIRECTORY if self.path is not None else STORED_FILES, self.base_dir)]
+        if self.path is not None:
+            bases.append((WORKING_DIRECTORY, Path.cwd()))
+        places: dict[Path, str] = {}
+        for label, base in bases:
+            places.setdefault(Path(os.path.normpath(base / candidate)), label)
+        tried = tuple(places)
+        for place, label in places.items():
+            if place.exists():
+                return PathLookup(named, place, label, tried)
+        return PathLookup(named, tried[0], bases[0][0], tried)
+
+    def resolve(self, named: str) -> Path:
+        """The path used for ``named``: :meth:`lookup`'s choice."""
+        return self.lookup(named).path
 
 
 @dataclass
@@ -314,24 +367,32 @@ class _TreeBuilder:
         """The directories and files an agent names must exist (docs/agents.md §3)."""
         spec = agent.spec
         if spec.toolDirectory is not None:
-            tool_dir = agent.resolve(spec.toolDirectory)
-            if not tool_dir.exists():
-                self._problem(agent, f"toolDirectory '{spec.toolDirectory}' not found (looked in {tool_dir})")
-            elif not tool_dir.is_dir():
-                self._problem(agent, f"toolDirectory '{spec.toolDirectory}' is not a directory ({tool_dir})")
+            found = self._lookup(agent, "toolDirectory", spec.toolDirectory)
+            if not found.path.exists():
+                self._problem(agent, f"toolDirectory '{spec.toolDirectory}' not found (looked in {found.looked_in()})")
+            elif not found.path.is_dir():
+                self._problem(agent, f"toolDirectory '{spec.toolDirectory}' is not a directory ({found.path})")
         for index, toolbox in enumerate(spec.bashToolboxes):
             where = f"bashToolboxes[{index}]"
             named = toolbox.contents.Path
-            target = agent.resolve(named)
+            found = self._lookup(agent, where, named)
+            target = found.path
             if toolbox.tag == "FileSystemDirectory":
                 if not target.exists():
-                    self._problem(agent, f"{where}: directory '{named}' not found (looked in {target})")
+                    self._problem(agent, f"{where}: directory '{named}' not found (looked in {found.looked_in()})")
                 elif not target.is_dir():
                     self._problem(agent, f"{where}: '{named}' is not a directory ({target})")
             elif not target.exists():
-                self._problem(agent, f"{where}: tool file '{named}' not found (looked in {target})")
+                self._problem(agent, f"{where}: tool file '{named}' not found (looked in {found.looked_in()})")
             elif not target.is_file():
                 self._problem(agent, f"{where}: '{named}' is not a file ({target})")
+
+    @staticmethod
+    def _lookup(agent: LoadedAgent, where: str, named: str) -> PathLookup:
+        """Look ``named`` up for ``agent`` and remember where it was found."""
+        found = agent.lookup(named)
+        agent.paths.append((where, found))
+        return found
 
     def _expand(self, agent: LoadedAgent) -> list[LoadedAgent]:
         """Follow an agent's edges: record its helper slugs, return the helpers loaded for the first time."""
@@ -345,11 +406,12 @@ class _TreeBuilder:
                     agent, f"{where}: helper '{ref.slug}' has no 'path' (file agents name helpers by path)"
                 )
                 continue
-            target = agent.resolve(ref.path)
+            found = self._lookup(agent, where, ref.path)
+            target = found.path
             if not target.exists():
                 self._problem(
                     agent,
-                    f"{where}: MissingAgentReference: helper '{ref.slug}' not found (looked in {target})"
+                    f"{where}: MissingAgentReference: helper '{ref.slug}' not found (looked in {found.looked_in()})"
                     + _did_you_mean(ref.slug, agent.base_dir, target.parent),
                 )
             elif target.is_dir():

@@ -28,7 +28,7 @@ class StoredAgent(models.Model):
     version = models.IntegerField(default=1)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
-    updated_by = models.CharField(max_length=200, null=True, blank=True)
+    updated_by = models.TextField(null=True, blank=True)
 
     class Meta:
         ordering = ["slug"]

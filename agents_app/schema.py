@@ -217,6 +217,9 @@ class AgentSpec(_Lenient):
     interruptCompletions: bool = False
     pauseCancelsCalls: bool = False
     resumeOnAnyMail: bool = False
+    # ours (ignored by agents-exe): tools (LLM-visible names) whose calls may run again when a
+    # crash left it unknown whether they ran (docs/tools.md §5.4)
+    safeToRetry: list[str] = Field(default_factory=list)
 
     @field_validator("slug", "apiKeyId", "modelUrl", "modelName")
     @classmethod

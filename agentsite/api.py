@@ -33,8 +33,21 @@ def require_unicode(value: Any, what: str) -> None:
         raise BadRequest(f"{what} is nested too deeply") from error
 
 
+def require_name(value: str, what: str) -> str:
+    """Refuse a name or identifier holding a NUL character (docs/api.md §1.6: text keeps them,
+    names never do); return it.
+
+    Raises:
+        ApiError: 400 ``bad_request``.
+    """
+    if "\x00" in value:
+        raise BadRequest(f"{what}: Null characters are not allowed.")
+    return value
+
+
 def json_object_body(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object; an empty body is ``{}``.
+    """The request body as a JSON object; no body (empty, only whitespace, or JSON ``null``) is
+    ``{}`` (docs/api.md §1.6).
 
     Raises:
         ApiError: 400 ``bad_request`` when the body is JSON but not an object.
@@ -100,8 +113,9 @@ class ApiViewSet(viewsets.ViewSet):
 
 #: What any route of ``/v1`` may answer before its view runs: 400 (a NUL in the query), 401 (no
 #: valid token, with authentication on), 403 ``forbidden_origin`` (a browser page from an origin
-#: not allowed, without authentication) and 413 (a body over the limit).
-ANY_ROUTE_ERRORS = (400, 401, 403, 413)
+#: not allowed, without authentication), 413 (a body over the limit), and, from the HTTP server
+#: itself, 414 (a request line over 16 KiB) and 431 (a request head over 16 KiB).
+ANY_ROUTE_ERRORS = (400, 401, 403, 413, 414, 431)
 
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:

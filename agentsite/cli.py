@@ -244,13 +244,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ["AGENTS_BIND"] = args.bind
     _setup_django("serve")
     from django.conf import settings
-    from django.core.management import call_command
 
     from agents_app.registry import get_registry
     from agentsite.auth import describe_for_log
+    from agentsite.migrate import migrate
 
     auth = _auth_config_or_exit()
-    call_command("migrate", interactive=False, verbosity=0)
+    migrate()
     _load_agents_or_exit()
     _join_fleet()
     _recover(all_claimed=settings.EMBEDDED_WORKER)
@@ -289,9 +289,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not settings.REDIS_URL:
         print("agents worker: set REDIS_URL (the workers and the servers share the Redis broker)", file=sys.stderr)
         return 2
-    from django.core.management import call_command
+    from agentsite.migrate import migrate
 
-    call_command("migrate", interactive=False, verbosity=0)
+    migrate()
     _load_agents_or_exit()
     _join_fleet()
     from agentsite.celery import app
@@ -318,6 +318,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate agent files: one line per problem on stderr, exit 1 when any (docs/agents.md §5).
+
+    On stdout, ``<slug>: <announce> (<n> tools)`` per root, then one indented line per path an
+    agent of its tree names, saying where it was found (docs/agents.md §3).
 
     Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
     it and logs ``tools.skipped``), and so are two files with the same root slug. Each MCP server
@@ -375,6 +378,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 traits = ", ".join([decl.scope, *(["secret"] if decl.secret else []),
                                     "required" if decl.required else "optional"])
                 print(f"{helper_slug}: parameter {name} ({traits}): {parameters.resolution(name)}")
+        # where each relative path was found (docs/agents.md §3), indented under the root's line
+        for helper_slug, agent in tree.agents.items():
+            for where, found in agent.paths:
+                print(f"  {helper_slug}: {where} '{found.named}': {found.base} ({found.path})")
     problems.extend(
         f"--set/--pin {name}: no loaded agent declares this parameter"
         for name in undeclared_process_names(specs, process_values())

@@ -35,6 +35,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_TOKEN = "unknown_token"
     UNKNOWN_AGENT = "unknown_agent"
     UNKNOWN_TURN = "unknown_turn"
+    UNREADABLE_SESSION = "unreadable_session"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     RUN_IN_PROGRESS = "run_in_progress"
     NO_ACTIVE_RUN = "no_active_run"
@@ -42,6 +43,8 @@ class ErrorCode(StrEnum):
     AGENT_DEFINED_BY_FILE = "agent_defined_by_file"
     AGENT_IN_USE = "agent_in_use"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    URI_TOO_LONG = "uri_too_long"
+    HEADERS_TOO_LARGE = "headers_too_large"
     UNKNOWN_PARAMS = "unknown_params"
     INVALID_PARAMS = "invalid_params"
     PARAMS_REQUIRED = "params_required"
@@ -137,6 +140,13 @@ class UnknownTurn(ApiError):
     code, status, template = ErrorCode.UNKNOWN_TURN, 404, "session {} has no turn {} (it has {})"
 
 
+class UnreadableSession(ApiError):
+    """422: a stored session document this server cannot read; built from the session id and what
+    is wrong with it (docs/sessions.md §1). Only that session is concerned."""
+
+    code, status, template = ErrorCode.UNREADABLE_SESSION, 422, "session {} cannot be read: {}"
+
+
 class MethodNotAllowed(ApiError):
     """405: the path exists, the method does not."""
 
@@ -177,6 +187,20 @@ class PayloadTooLarge(ApiError):
     """413: the body is over the limit; built from the limit in bytes."""
 
     code, status, template = ErrorCode.PAYLOAD_TOO_LARGE, 413, "request body is larger than {} bytes"
+
+
+class UriTooLong(ApiError):
+    """414: a request line (its URL) over the limit; built from the limit. Answered by the HTTP
+    server itself (``agentsite.http_limits``), which then closes the connection."""
+
+    code, status, template = ErrorCode.URI_TOO_LONG, 414, "the request line is longer than {}"
+
+
+class HeadersTooLarge(ApiError):
+    """431: a request head (request line and headers) over the limit; built from the limit.
+    Answered by the HTTP server itself (``agentsite.http_limits``), which closes the connection."""
+
+    code, status, template = ErrorCode.HEADERS_TOO_LARGE, 431, "the request headers are larger than {}"
 
 
 class UnknownParams(ApiError):

@@ -1,4 +1,5 @@
-"""The HTTP server (daphne) with a graceful shutdown (docs/api.md §14.2).
+"""The HTTP server (daphne) with a graceful shutdown (docs/api.md §14.2), and limits on request
+heads (docs/api.md §1.5: ``agentsite.http_limits``).
 
 On SIGTERM or SIGINT: stop listening, end the event streams and answer ``wait=true`` requests
 with the current state, give the other requests up to ``--shutdown-grace`` seconds, then exit 0.
@@ -16,15 +17,22 @@ from typing import Any
 
 log = logging.getLogger("agentsite.server")
 
+#: Connections the kernel keeps waiting to be accepted (Twisted's default is 50).
+LISTEN_BACKLOG = 1024
+
 
 def serve(bind: str, port: int, grace: float) -> None:
     """Serve ``agentsite.asgi:application`` on ``bind:port`` until a signal, then drain and exit."""
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server  # installs the asyncio reactor before twisted's is imported
+    from django.conf import settings
     from twisted.internet import reactor
 
     from agentsite.asgi import application
+    from agentsite.http_limits import install
     from sessions_app import hub
+
+    install(settings.AGENTS["HEADER_TIMEOUT"])
 
     class GracefulServer(Server):
         """A daphne server that remembers its listening ports, to close them on shutdown."""
@@ -35,9 +43,11 @@ def serve(bind: str, port: int, grace: float) -> None:
             self.ports.append(listening_port)
             super().listen_success(listening_port)
 
+    # a deep accept queue: a burst of connections waits to be accepted rather than being retried
+    endpoints = [f"{endpoint}:backlog={LISTEN_BACKLOG}" for endpoint in build_endpoint_description_strings(bind, port)]
     server = GracefulServer(
         application,
-        endpoints=build_endpoint_description_strings(host=bind, port=port),
+        endpoints=endpoints,
         signal_handlers=False,
         verbosity=0,
         application_close_timeout=grace,

@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 #: Where the peers' virtual environments live (gitignored).
-PEERS_DIR = BENCH / ".peers"
+PEERS_DIR = BENCH.parent / ".bench-peers"
 POSTGRES_URL = os.environ.get(
     "BENCH_POSTGRES_URL", os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 )

@@ -73,11 +73,13 @@ class EventsConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=json.dumps({"event": "replay", "data": {"replay": opened.replay}}))
         if opened.snapshot is not None:
             await self.send(text_data=json.dumps({"event": "snapshot", "data": opened.snapshot}, separators=(",", ":")))
+        last_kind = ""
         async for batch in opened.frames:
             for frame in batch or ():
                 await self.send(text_data=frame.message())
-        # the stream ended: the server is shutting down
-        await self.close(code=1001)
+                last_kind = frame.kind
+        # the stream ended: the session was deleted (a normal end), or the server is shutting down
+        await self.close(code=1000 if last_kind == "session.deleted" else 1001)
 
     async def disconnect(self, code: int) -> None:
         """Stop sending."""

@@ -289,7 +289,9 @@ def status_of(document: dict[str, Any]) -> str:
 
     Returns:
         ``ready`` (empty session, or work for the LLM or the tools), ``idle`` (the head is a final
-        answer) or ``waiting_external`` (the head partial turn waits only on deferred calls).
+        answer), ``running`` (the head partial turn waits only on deferred calls, a helper
+        session answering one of them: the helper works for it, docs/decisions.md §21) or
+        ``waiting_external`` (it waits only on deferred calls, none of them a helper's).
     """
     turn = head(document)
     if turn is None:
@@ -298,10 +300,9 @@ def status_of(document: dict[str, Any]) -> str:
     if tag == "LlmTurn":
         return "ready" if tool_calls_of(turn["contents"]) else "idle"
     if tag == "PartialUserTurn":
-        states = {tc["tcState"] for tc in tracked_calls(turn)}
-        open_states = states - FINAL_STATES
-        if open_states and open_states <= {"Deferred"}:
-            return "waiting_external"
+        open_calls = [tc for tc in tracked_calls(turn) if tc["tcState"] not in FINAL_STATES]
+        if open_calls and all(tc["tcState"] == "Deferred" for tc in open_calls):
+            return "running" if any(tc.get("tcChild") for tc in open_calls) else "waiting_external"
         return "ready"
     return "ready"
 

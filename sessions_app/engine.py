@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -29,7 +29,7 @@ from agents_app.parameters import ParamValue
 from agents_app.runtime import RuntimeAgent, runtime_agent
 from sessions_app import background, executor
 from sessions_app import document as doc
-from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted
+from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted, bounded
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
 from tools_app.base import ToolContext
@@ -41,6 +41,25 @@ log = logging.getLogger("sessions.engine")
 #: Told when a tool call of the step starts, progresses and ends (``tool.started``,
 #: ``tool.progressed``, ``tool.completed``/``failed``).
 ToolEventCallback = Callable[[EventKind, ToolStarted | ToolProgressed | ToolFinished], None]
+
+
+#: What the model is told of a call that started in a step never stored (docs/sessions.md §1.5).
+INTERRUPTED_TEXT = (
+    "Error: the tool call was interrupted: the process running it stopped before its result was stored."
+    " It may or may not have run, and it was not run again."
+)
+
+
+class CallLedger(Protocol):
+    """The calls of one LlmTurn that steps started (``sessions_app.started.StartedCalls``)."""
+
+    def interrupted(self, index: int) -> bool:
+        """Whether call ``index`` started in an earlier step whose result was never stored."""
+        ...
+
+    def record(self, index: int, call: dict[str, Any]) -> None:
+        """Record durably that call ``index`` starts now, before it runs."""
+        ...
 
 
 class NothingToDo(Exception):
@@ -115,6 +134,7 @@ def step(
     on_tool_event: ToolEventCallback | None = None,
     owner: str | None = None,
     params: StepParams | None = None,
+    ledger: Callable[[int], CallLedger] | None = None,
 ) -> StepResult:
     """Advance ``document`` by one step.
 
@@ -130,6 +150,10 @@ def step(
         owner: the session's owner, whose keys file (if any) the LLM call uses.
         params: the session's parameter values and tools for this step (none: the agent's tools
             and no values).
+        ledger: given the position (oldest first) of the LlmTurn whose calls the step runs, where
+            calls are recorded before they run; a call an earlier step started and never stored
+            is reported as interrupted instead of run again, unless its tool is safe to retry.
+            ``None`` records nothing.
     Returns:
         The new document, the continuations of newly deferred calls and the new background calls.
     Raises:
@@ -154,7 +178,10 @@ def step(
         turn = doc.llm_turn(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
         return StepResult(doc.push_turn(document, turn))
     if tag == "LlmTurn" and doc.tool_calls_of(head["contents"]):
-        return _run_calls(document, head, agent, session, signals or RunSignals(), on_tool_event or _ignore, params)
+        calls = ledger(len(document.get("turns") or []) - 1) if ledger is not None else None
+        return _run_calls(
+            document, head, agent, session, signals or RunSignals(), on_tool_event or _ignore, params, calls
+        )
     raise NothingToDo(f"nothing to do with a {tag} head")
 
 
@@ -242,24 +269,26 @@ def _run_calls(
     signals: RunSignals,
     on_tool_event: ToolEventCallback,
     params: StepParams,
+    calls: CallLedger | None,
 ) -> StepResult:
     """Run, start or defer every tool call of the head LLM turn (docs/sessions.md §3.2).
 
     ``defer`` calls get a continuation; ``runAsync`` calls become background calls (started by the
-    run loop once the step is stored); the others run one after another in this step. An
-    interrupt detaches the call running and those not started yet: they go on in the background
-    and their results come back as mail.
+    run loop once the step is stored); the others run one after another in this step, each
+    recorded in ``calls`` before it runs (one an earlier step started is interrupted, unless
+    safe to retry). An interrupt detaches the call running and those not started yet: they go
+    on in the background and their results come back as mail.
     """
     tracked: list[dict[str, Any]] = []
     continuations: list[NewContinuation] = []
     started: list[dict[str, Any]] = []
-    inline: list[dict[str, Any]] = []
+    inline: list[tuple[int, dict[str, Any]]] = []
     children: list[NewChild] = []
     timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
     session_id = str(session.pk)
     turn_id = document.get("turnId") or ""
     tools = params.tools(agent)
-    for call in doc.tool_calls_of(head["contents"]):
+    for index, call in enumerate(doc.tool_calls_of(head["contents"])):
         name = (call.get("function") or {}).get("name") or ""
         original = tools.original_name(name)
         disposition = agent.policy.disposition_for(name, original)
@@ -288,11 +317,16 @@ def _run_calls(
                     },
                 )
             entry = doc.tracked_call(call, "Ready", disposition)
-            inline.append(entry)
+            inline.append((index, entry))
         tracked.append(entry)
-    for entry in inline:
+    for index, entry in inline:
         call = entry["tcCall"]
         name = (call.get("function") or {}).get("name") or ""
+        if calls is not None and calls.interrupted(index) and not _safe_to_retry(agent, name):
+            _interrupt(entry, session_id, on_tool_event)
+            continue
+        if calls is not None:
+            calls.record(index, call)
         # progress is reported in the call's thread and emitted from this one
         reports: queue.SimpleQueue[ToolProgressed] = queue.SimpleQueue()
         call_id = str(call.get("id") or "")
@@ -327,11 +361,37 @@ def _run_calls(
         entry["tcState"], entry["tcResult"] = state, response
         on_tool_event(
             EventKind.TOOL_COMPLETED if state == "Completed" else EventKind.TOOL_FAILED,
-            ToolFinished(tool_call_id=context.tool_call_id, tool=name, status=state.lower(), result=response),
+            ToolFinished(
+                tool_call_id=context.tool_call_id,
+                tool=name,
+                status=state.lower(),
+                result=bounded(response, settings.AGENTS["EVENT_VALUE_MAX_BYTES"]),
+            ),
         )
     partial = doc.partial_turn(agent.system_prompt, tools.system_tools(params.visible), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial
-    return StepResult(doc.push_turn(document, turn), continuations, started, children)
+    return StepResult(doc.push_turn(document, turn), continuations, started, children, ran_calls=bool(inline))
+
+
+def _safe_to_retry(agent: RuntimeAgent, name: str) -> bool:
+    """Whether a call of tool ``name`` may run again after an interruption: its tool says so
+    (``safe-to-retry`` in a bash tool's ``describe``), or the agent file's ``safeToRetry`` lists
+    it (docs/tools.md §5.4)."""
+    tool = agent.toolset.get(name)
+    if tool is not None and tool.safe_to_retry:
+        return True
+    listed = agent.loaded.spec.safeToRetry
+    return name in listed or agent.toolset.original_name(name) in listed
+
+
+def _interrupt(entry: dict[str, Any], session_id: str, on_tool_event: ToolEventCallback) -> None:
+    """Close a call an earlier step started and never stored as interrupted, without running it."""
+    call = entry["tcCall"]
+    name = (call.get("function") or {}).get("name") or ""
+    entry["tcState"], entry["tcResult"] = "Failed", INTERRUPTED_TEXT
+    log.warning("tool call interrupted", extra={"kind": "tools.interrupted", "session_id": session_id, "tool": name})
+    finished = ToolFinished(tool_call_id=str(call.get("id") or ""), tool=name, status="failed", result=INTERRUPTED_TEXT)
+    on_tool_event(EventKind.TOOL_FAILED, finished)
 
 
 def _progress_reporter(

@@ -1,14 +1,18 @@
 """The kinds of events and the payload each one carries (the README's "Live events").
 
 A payload is what an event's ``data`` holds besides ``kind``, ``seq``, ``session_id`` and
-``owner``. Kept apart from ``sessions_app.events`` (which stores them) so that the step engine
+``owner``. Payloads are bounded: large tool results and turns are summarised with their size,
+and read whole from the session. Kept apart from ``sessions_app.events`` (which stores them) so that the step engine
 can name tool events without importing storage.
 """
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any, TypedDict
+
+from sessions_app.document import render_tool_response
 
 
 class EventKind(StrEnum):
@@ -48,7 +52,8 @@ class SessionMeta(TypedDict):
 
 
 class SessionUpdated(SessionMeta):
-    """``session.updated``: the SessionMetaView of the stored version and its newest turn."""
+    """``session.updated``: the SessionMetaView of the stored version and its newest turn (its large
+    values summarised: :func:`bounded_turn`)."""
 
     head_turn: dict[str, Any] | None
 
@@ -100,7 +105,8 @@ class ToolProgressed(TypedDict):
 
 
 class ToolFinished(TypedDict):
-    """``tool.completed`` / ``tool.failed``: its outcome (``completed`` or ``failed``) and result."""
+    """``tool.completed`` / ``tool.failed``: its outcome (``completed`` or ``failed``) and result
+    (summarised with its size when large: :func:`bounded`)."""
 
     tool_call_id: str
     tool: str
@@ -124,7 +130,8 @@ class SubcallStarted(TypedDict):
 
 
 class SubcallCompleted(TypedDict):
-    """``subcall.completed``: the child's final answer, given to the parent's call."""
+    """``subcall.completed``: the child's final answer, given to the parent's call (summarised with
+    its size when large: :func:`bounded`)."""
 
     child_session_id: str
     result: Any
@@ -135,6 +142,63 @@ class SubcallFailed(TypedDict):
 
     child_session_id: str
     message: str | None
+
+
+# --- bounded payloads ---------------------------------------------------------------------------
+
+#: Characters of a summarised value's text kept in its ``preview``.
+PREVIEW_CHARACTERS = 512
+
+
+def value_bytes(value: Any) -> int:
+    """The size of a JSON value in bytes: UTF-8 text for a string, else its compact JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def bounded(value: Any, limit: int) -> Any:
+    """A tool result or user query as an event carries it (docs/api.md §9.6).
+
+    Returns:
+        ``value`` itself when it takes at most ``limit`` bytes; otherwise ``{"omitted": true,
+        "bytes": N, "preview": TEXT}``: its size and the start of the text the model reads of it
+        (a media result's label). The whole value is read from the session.
+    """
+    size = value_bytes(value)
+    if size <= limit:
+        return value
+    text = value if isinstance(value, str) else render_tool_response(value)
+    return {"omitted": True, "bytes": size, "preview": text[:PREVIEW_CHARACTERS]}
+
+
+def bounded_turn(turn: dict[str, Any] | None, limit: int) -> dict[str, Any] | None:
+    """A head turn as ``session.updated`` carries it (docs/api.md §9.6).
+
+    Its tool responses (``userToolResponses``, ``trackedCalls``' ``tcResult``) and its
+    ``userQuery`` pass through :func:`bounded`; a turn still over eight times ``limit`` after
+    that (a huge answer, a great many calls) becomes ``{"tag", "omitted": true, "bytes": N}``.
+    The turn given is not changed.
+    """
+    if turn is None or value_bytes(turn) <= limit:
+        return turn
+    contents = dict(turn.get("contents") or {})
+    if "userQuery" in contents:
+        contents["userQuery"] = bounded(contents["userQuery"], limit)
+    if isinstance(contents.get("userToolResponses"), list):
+        contents["userToolResponses"] = [
+            [pair[0], bounded(pair[1], limit)] if isinstance(pair, list) and len(pair) == 2 else pair
+            for pair in contents["userToolResponses"]
+        ]
+    if isinstance(contents.get("trackedCalls"), list):
+        contents["trackedCalls"] = [
+            {**tc, "tcResult": bounded(tc.get("tcResult"), limit)} if isinstance(tc, dict) else tc
+            for tc in contents["trackedCalls"]
+        ]
+    shown = {**turn, "contents": contents}
+    size = value_bytes(shown)
+    if size > 8 * limit:
+        return {"tag": turn.get("tag"), "omitted": True, "bytes": value_bytes(turn)}
+    return shown
 
 
 #: The payload type of each kind.

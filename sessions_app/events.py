@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions_app import hub
-from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated
+from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn
 from sessions_app.models import Event, EventRetention, Session
 from sessions_app.serializers import meta_view
 
@@ -77,8 +78,10 @@ def emit_session_created(session: Session) -> Event:
 
 
 def emit_session_updated(session: Session, head: dict[str, Any] | None) -> Event:
-    """``session.updated``: the SessionMetaView of the stored version plus its ``head_turn``."""
-    payload = SessionUpdated(**meta_view(session), head_turn=head)
+    """``session.updated``: the SessionMetaView of the stored version plus its ``head_turn``, its
+    large values summarised (docs/api.md §9.6)."""
+    shown = bounded_turn(head, settings.AGENTS["EVENT_VALUE_MAX_BYTES"])
+    payload = SessionUpdated(**meta_view(session), head_turn=shown)
     return emit(EventKind.SESSION_UPDATED, session.pk, session.owner, payload)
 
 

@@ -13,8 +13,10 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
+from agentsite.api import require_name
 from agentsite.common import is_base64, rfc3339
 from agentsite.errors import BadRequest
+from sessions_app import background
 from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session
 
@@ -41,7 +43,8 @@ DEFAULT_WAKE_ON = ["user", "tool", "parent", "child"]
 
 
 def validate_body(body: Any) -> dict[str, Any]:
-    """Check a MailBody posted by a client and return it.
+    """Check a MailBody posted by a client and return it: its text is kept as sent, NUL
+    characters included; its names and ids refuse them (docs/api.md §1.6).
 
     Raises:
         ApiError: 400 ``bad_request`` naming what is wrong.
@@ -68,12 +71,17 @@ def validate_body(body: Any) -> dict[str, Any]:
                 and is_base64(item["base64Data"])
             ):
                 raise BadRequest(f"query.media[{index}] needs a string mimeType and base64 base64Data")
+            require_name(item["mimeType"], f"query.media[{index}].mimeType")
+            if isinstance(item.get("filename"), str):
+                require_name(item["filename"], f"query.media[{index}].filename")
         return {"tag": tag, "query": {"text": query.get("text", ""), "media": media}}
     if tag == "agentMessage":
         if not isinstance(body.get("text"), str):
             raise BadRequest('an agentMessage needs a string "text"')
         if not isinstance(body.get("expectsReply", False), bool):
             raise BadRequest("expectsReply must be true or false")
+        if isinstance(body.get("inReplyTo"), str):
+            require_name(body["inReplyTo"], "inReplyTo")
         return {
             "tag": tag,
             "text": body["text"],
@@ -88,6 +96,8 @@ def validate_body(body: Any) -> dict[str, Any]:
             ids = message.get("toolCallIds")
             if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
                 raise BadRequest("cancelCalls needs a list of toolCallIds")
+            for tool_call_id in ids:
+                require_name(tool_call_id, "toolCallIds")
             return {"tag": tag, "message": {"tag": Control.CANCEL_CALLS.value, "toolCallIds": ids}}
         return {"tag": tag, "message": {"tag": message["tag"]}}
     raise BadRequest(f"{tag} mail is produced by the server and cannot be posted")
@@ -101,6 +111,38 @@ def is_control(envelope: MailEnvelope) -> bool:
 def control_of(envelope: MailEnvelope) -> Control | None:
     """The control an envelope carries, or ``None`` for any other mail."""
     return Control(envelope.body["message"]["tag"]) if is_control(envelope) else None
+
+
+def take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], Control | None, bool]:
+    """Consume the unread controls of a session, in order (docs/sessions.md §6.3).
+
+    ``cancelCalls`` and ``cancelAllAttached`` ask the background calls to stop at once; Pause,
+    Resume and StopRun decide what the run does next.
+
+    Returns:
+        ``(document, stop, consumed_any)``: the document with ``controlCursor`` past them;
+        ``stop`` is :attr:`Control.PAUSE` (a Pause not undone by a later Resume),
+        :attr:`Control.STOP_RUN`, or ``None``.
+    """
+    stop: Control | None = None
+    consumed = False
+    for envelope in unread(session, document):
+        control = control_of(envelope)
+        if control is None:
+            continue
+        if control == Control.PAUSE:
+            stop = Control.PAUSE
+        elif control == Control.RESUME and stop == Control.PAUSE:
+            stop = None
+        elif control == Control.STOP_RUN:
+            stop = Control.STOP_RUN
+        elif control in (Control.CANCEL_CALLS, Control.CANCEL_ALL_ATTACHED):
+            background.cancel_calls(session, envelope.body["message"].get("toolCallIds"))
+        document = dict(document)
+        document["controlCursor"] = envelope.seq
+        document.setdefault("mailCursor", 0)
+        consumed = True
+    return document, stop, consumed
 
 
 def envelope_view(envelope: MailEnvelope) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from django.conf import settings
 from django.db import models
 
 from agentsite.common import TextJSONField, dump_json_text
+from agentsite.errors import UnreadableSession
 from sessions_app.document import pending_calls
+from sessions_app.document_shape import header_problem, turn_problem
 
 
 class Session(models.Model):
@@ -42,9 +44,9 @@ class Session(models.Model):
         PAUSED = "paused"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    agent_slug = models.CharField(max_length=200, db_index=True)
+    agent_slug = models.TextField(db_index=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
-    owner = models.CharField(max_length=200, null=True, blank=True)
+    owner = models.TextField(null=True, blank=True)
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.READY)
     status_detail = models.TextField(null=True, blank=True)
     version = models.IntegerField(default=0)
@@ -56,7 +58,7 @@ class Session(models.Model):
     params = TextJSONField(default=dict, blank=True)
     run_id = models.UUIDField(null=True, blank=True)
     run_mode = models.CharField(max_length=32, null=True, blank=True)
-    run_owner = models.CharField(max_length=200, null=True, blank=True)
+    run_owner = models.TextField(null=True, blank=True)
     run_lease_until = models.DateTimeField(null=True, blank=True)
     # the seq of the newest mail envelope: a run learns that unread mail exists without a query
     last_mail_seq = models.IntegerField(default=0)
@@ -92,6 +94,9 @@ class Session(models.Model):
 
         Assembled from ``header_json`` and the Turn rows, and kept for the next reader of the
         same version (:data:`DOCUMENTS`); a newer version reads only the turns written since.
+
+        Raises:
+            UnreadableSession: a row this server cannot read (``sessions_app.document_shape``).
         """
         return DOCUMENTS.get(self)
 
@@ -201,7 +206,10 @@ def _load_document(
     Returns:
         The document, and the bytes of JSON it was read from (for the cache's bound).
     """
-    document = json.loads(session.header_json)
+    document = _parse(session, session.header_json, "the document")
+    problem = header_problem(document)
+    if problem is not None:
+        raise UnreadableSession(session.pk, problem)
     rows = Turn.objects.filter(session_id=session.pk, position__lt=session.turn_count)
     oldest_first: list[Any] = [None] * session.turn_count
     size = len(session.header_json)
@@ -212,13 +220,29 @@ def _load_document(
         rows = rows.filter(version__gt=known[0])
         size = known[2]
     for position, text in rows.values_list("position", "turn_json"):
-        oldest_first[position] = json.loads(text)
+        where = f"turns[{session.turn_count - 1 - position}]"
+        turn = oldest_first[position] = _parse(session, text, where)
+        problem = turn_problem(turn)
+        if problem is not None:
+            raise UnreadableSession(session.pk, f"{where}: {problem}")
         size += len(text)
     if any(turn is None for turn in oldest_first):
         # a row the known document did not have and no newer row wrote: read them all again
         return _load_document(session, None)
     document["turns"] = oldest_first[::-1]
     return document, size
+
+
+def _parse(session: Session, text: str, where: str) -> Any:
+    """JSON text of a session's row.
+
+    Raises:
+        UnreadableSession: it is not JSON.
+    """
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise UnreadableSession(session.pk, f"{where} is not JSON ({error})") from None
 
 
 #: The documents this process holds (see :class:`DocumentCache`).
@@ -235,8 +259,8 @@ class Continuation(models.Model):
 
     token = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="continuations")
-    tool_call_id = models.CharField(max_length=64)
-    provider_call_id = models.CharField(max_length=200, blank=True, default="")
+    tool_call_id = models.TextField()
+    provider_call_id = models.TextField(blank=True, default="")
     call = TextJSONField()
     disposition = TextJSONField()
     result = TextJSONField(null=True, blank=True)
@@ -262,7 +286,7 @@ class Event(models.Model):
 
     seq = models.BigAutoField(primary_key=True)
     session_id = models.UUIDField(db_index=True)
-    owner = models.CharField(max_length=200, null=True, blank=True)
+    owner = models.TextField(null=True, blank=True)
     kind = models.CharField(max_length=64)
     payload_json = models.TextField()
     created_at = models.DateTimeField(db_index=True)
@@ -324,18 +348,44 @@ class BackgroundCall(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="background_calls")
-    tool_call_id = models.CharField(max_length=64)
-    provider_call_id = models.CharField(max_length=200, blank=True, default="")
-    tool = models.CharField(max_length=200)
+    tool_call_id = models.TextField()
+    provider_call_id = models.TextField(blank=True, default="")
+    tool = models.TextField()
     call = TextJSONField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
     result = TextJSONField(null=True, blank=True)
     attached = models.BooleanField(default=True)
     cancel_requested = models.BooleanField(default=False)
-    executor = models.CharField(max_length=200, blank=True, default="")
+    executor = models.TextField(blank=True, default="")
     heartbeat_at = models.DateTimeField()
     created_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.tool} {self.tool_call_id} ({self.state})"
+
+
+class StartedCall(models.Model):
+    """A tool call a step started running, recorded (and committed) before it runs.
+
+    The step's store deletes its session's rows. A row found by a later step of the same head
+    is a call whose process died before its result was stored: it may or may not have run, so
+    it is reported to the model as interrupted rather than run again, unless its tool is safe to
+    retry (docs/sessions.md §3.2). ``turn`` is the position (oldest first) of the LlmTurn whose
+    call it is, ``call_index`` the call's place in it.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="started_calls")
+    turn = models.IntegerField()
+    call_index = models.IntegerField()
+    provider_call_id = models.TextField(blank=True, default="")
+    tool = models.TextField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "turn", "call_index"], name="started_call_per_turn")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.provider_call_id} started in {self.session_id}"

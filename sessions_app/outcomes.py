@@ -41,9 +41,13 @@ class NewChild:
 
 @dataclass
 class StepResult:
-    """What one step produced: the new document, the continuations and background calls to create."""
+    """What one step produced: the new document, the continuations and background calls to create.
+
+    ``ran_calls`` says that the step ran tool calls, whose start records its store drops.
+    """
 
     document: dict[str, Any]
     continuations: list[NewContinuation] = field(default_factory=list)
     background: list[dict[str, Any]] = field(default_factory=list)
     children: list[NewChild] = field(default_factory=list)
+    ran_calls: bool = False

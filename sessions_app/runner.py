@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -24,8 +25,12 @@ from django.db.models import Q
 
 from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
+from agents_app.registry import get_registry
 from agents_app.runtime import RuntimeAgent, runtime_agent
+from agentsite.auth import AuthConfigError, auth_config
 from agentsite.common import db_now
+from agentsite.errors import UnreadableSession
+from agentsite.redaction import redact
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_run
@@ -46,7 +51,8 @@ from sessions_app.monitor import RunWatch, forget_run, watch_run
 from sessions_app.services import params as values
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
-from sessions_app.store import VersionConflict, lease_deadline, store
+from sessions_app.started import StartedCalls, forget_started
+from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
 
 log = logging.getLogger("sessions.runner")
 
@@ -108,6 +114,8 @@ def run_session(session_id: str, run_id: str) -> None:
         _loop(sid, heartbeat)
     except LeaseLost:
         log.warning("lease lost", extra={"kind": "run.lease_lost", "session_id": session_id})
+    except UnreadableSession as error:
+        _fail_unreadable(sid, error.message)
     finally:
         forget_run(heartbeat)
         close_old_connections()
@@ -176,6 +184,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                         on_tool_event=_tool_event_emitter(session),
                         owner=session.owner,
                         params=params,
+                        ledger=partial(StartedCalls, session.pk),
                     )
                 except NothingToDo:
                     done = True
@@ -189,7 +198,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                     continue
             if done and _finish(session_id, mode, None, None, agent=agent):
                 return
-    except LeaseLost:
+    except (LeaseLost, UnreadableSession):
         raise
     except LlmError as error:
         _finish(session_id, mode, RunEnd.FAILED, error.detail, agent=None)
@@ -238,6 +247,8 @@ def _store_step(session: Session, result: Any, *, mode: str) -> bool:
             _announce_stop(session, final, cancelled=False)
         else:
             session = _fenced_store(session, result.document)
+        if result.ran_calls:
+            forget_started(session.pk)
         create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=True) for entry in result.background]
         calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))}
@@ -267,38 +278,24 @@ def _stopped_fields(final: str, detail: str | None) -> dict[str, Any]:
 
 
 def _announce_stop(session: Session, final: str, *, cancelled: bool) -> None:
-    """``run.stopped``, and a child's outcome for the parent call waiting on it, after commit."""
-    events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=final))
+    """``run.stopped``, and a child's outcome for the parent call waiting on it, after commit.
+
+    A run that leaves its session ``running`` (its helpers work for it) has not stopped to the
+    session's clients: no ``run.stopped`` until the run that takes their answers stops.
+    """
+    if final != Session.Status.RUNNING:
+        events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=final))
     if session.parent_id is not None:
         session_id = session.pk
         transaction.on_commit(lambda: deliver_to_parent(session_id, cancelled=cancelled))
 
 
 def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str, Any], RunEnd | None, bool]:
-    """Consume unread control mail in order: ``(document, stop, consumed_any)``.
-
-    ``stop`` is ``PAUSED`` (Pause), ``STOPPED`` (StopRun), or ``None`` (nothing, or a Resume that
-    came after the Pause).
-    """
-    stop: RunEnd | None = None
-    consumed = False
-    for envelope in mailbox.unread(session, document):
-        control = mailbox.control_of(envelope)
-        if control is None:
-            continue
-        if control == mailbox.Control.PAUSE:
-            stop = RunEnd.PAUSED
-        elif control == mailbox.Control.RESUME and stop == RunEnd.PAUSED:
-            stop = None
-        elif control == mailbox.Control.STOP_RUN:
-            stop = RunEnd.STOPPED
-        elif control in (mailbox.Control.CANCEL_CALLS, mailbox.Control.CANCEL_ALL_ATTACHED):
-            background.cancel_calls(session, envelope.body["message"].get("toolCallIds"))
-        document = dict(document)
-        document["controlCursor"] = envelope.seq
-        document.setdefault("mailCursor", 0)
-        consumed = True
-    return document, stop, consumed
+    """Consume unread control mail in order (``mailbox.take_controls``): ``(document, stop,
+    consumed_any)``, ``stop`` being ``PAUSED`` (Pause), ``STOPPED`` (StopRun) or ``None``."""
+    document, stop, consumed = mailbox.take_controls(session, document)
+    ends = {mailbox.Control.PAUSE: RunEnd.PAUSED, mailbox.Control.STOP_RUN: RunEnd.STOPPED}
+    return document, ends.get(stop) if stop is not None else None, consumed
 
 
 def _has_attached_background(document: dict[str, Any]) -> bool:
@@ -438,13 +435,42 @@ def _fenced_store_atomic(session: Session, document: dict[str, Any]) -> Session:
         return _fenced_store(session, document)
 
 
+def _fail_unreadable(session_id: uuid.UUID, detail: str) -> None:
+    """The session's document cannot be read: store ``failed`` saying why, without reading it."""
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        if session.run_owner != WORKER_NAME:
+            return
+        events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
+        session = store_columns(session, fence_run=WORKER_NAME, **_stopped_fields(Session.Status.FAILED, detail))
+        _announce_stop(session, Session.Status.FAILED, cancelled=False)
+    log.warning("run failed", extra={"kind": "run.unreadable_session", "session_id": str(session_id)})
+
+
+def _redacted(detail: str | None) -> str | None:
+    """A failure's text without any configured secret in it (docs/agents.md §7.5): the values
+    of the API keys files, the bearer tokens of the tokens file."""
+    if detail is None:
+        return None
+    registry = get_registry()
+    secrets = [*registry.api_keys.values()]
+    secrets += [value for keys in registry.owner_api_keys.values() for value in keys.values()]
+    try:
+        digests = [digest for digest, _ in auth_config().digests]
+    except AuthConfigError:
+        digests = []
+    return redact(detail, secrets, digests)
+
+
 def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str | None, *, agent: Any) -> bool:
     """Release the lease and store the final status (derived from the turns unless given).
 
     Under the row lock, results and mail posted since the last step are looked at first, so
     none is left behind by a run that was about to stop: if they let an ``until_blocked`` run go
-    on, the lease is kept and ``False`` is returned (the loop continues). A run stopped by
-    StopRun or cancel has its attached calls cancelled; Pause stores ``paused``.
+    on, the lease is kept and ``False`` is returned (the loop continues). Every control still
+    unread is consumed, whatever ends the run, so that none outlives it (docs/sessions.md §6.3).
+    A run stopped by StopRun or cancel has its attached calls cancelled; Pause stores ``paused``.
+    A failure's ``detail`` is stored without the configured secrets it may quote.
     """
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
@@ -453,9 +479,10 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
         document, applied = apply_completed_continuations(session, session.document)
         mark_applied(applied)
         mail = mailbox.may_have_unread(session.last_mail_seq, document)
-        if status is None and mail:
+        if mail:
+            # every control posted to this run is consumed now: none is left to stop the next one
             document, late_stop, _ = _take_controls(session, document)
-            status = late_stop
+            status = status if status is not None else late_stop
         if status is None and mode == "until_blocked":
             pending_mail = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)] if mail else []
             progress = (applied and doc.status_of(document) == "ready") or (pending_mail and mailbox.can_fold(document))
@@ -465,6 +492,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
         if status == RunEnd.STOPPED or (status == RunEnd.PAUSED and agent and agent.loaded.spec.pauseCancelsCalls):
             document = _cancel_attached(session, document)
         final = str(status) if status in (RunEnd.FAILED, RunEnd.PAUSED) else doc.status_of(document)
+        detail = _redacted(detail)
         if status == RunEnd.FAILED:
             events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
         values.drop_run_on_commit(session.pk, session.run_id)

@@ -1,7 +1,8 @@
 """Input and output shapes of the sessions API (docs/api.md §5, §7).
 
 Input serializers are strict about JSON types: a number where a string is expected is a
-``bad_request``, not silently converted. Output serializers render every answer from the rows
+``bad_request``, not silently converted. Names and identifiers refuse NUL characters; text for
+the model keeps them (docs/api.md §1.6). Output serializers render every answer from the rows
 (or the service's result), and the OpenAPI document is generated from the same classes, so
 the two cannot drift apart.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -26,6 +28,17 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class TextCharField(StrictCharField):
+    """A string of text for the model (a prompt): stored as sent, NUL characters included.
+
+    Names and identifiers (``StrictCharField``) refuse NUL; text does not (docs/api.md §1.6).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -100,7 +113,7 @@ class MediaSerializer(serializers.Serializer):
 class MessageAliasSerializer(serializers.Serializer):
     """``message: {text, media}``, accepted on create in place of ``prompt`` and ``media``."""
 
-    text = StrictCharField(required=False, allow_blank=True, trim_whitespace=False)
+    text = TextCharField(required=False, allow_blank=True, trim_whitespace=False)
     media = MediaSerializer(many=True, required=False)
 
 
@@ -111,7 +124,7 @@ class SessionCreateSerializer(serializers.Serializer):
     """Body of ``POST /v1/sessions``."""
 
     agent = StrictCharField()
-    prompt = StrictCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    prompt = TextCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     message = MessageAliasSerializer(required=False)
     media = MediaSerializer(many=True, required=False)
     run = serializers.ChoiceField(choices=RUN_CHOICES, default="until_blocked")
@@ -124,7 +137,7 @@ class SessionCreateSerializer(serializers.Serializer):
 class MessageSerializer(serializers.Serializer):
     """Body of ``POST /v1/sessions/:id/messages``."""
 
-    prompt = StrictCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    prompt = TextCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     media = MediaSerializer(many=True, required=False)
     run = serializers.ChoiceField(choices=RUN_CHOICES, default="until_blocked")
     interrupt = StrictBooleanField(required=False, default=False)

@@ -84,6 +84,29 @@ def store_params(session: Session, params: dict[str, Any]) -> Session:
     return session
 
 
+def store_columns(session: Session, *, fence_run: str | None = None, **fields: Any) -> Session:
+    """Store a new version of ``session`` that changes its columns only, never its document.
+
+    For a session whose document cannot be read (``UnreadableSession``): its run fails or is
+    recovered without the document being looked at. ``session.updated`` has no ``head_turn``.
+
+    Raises:
+        VersionConflict: the stored version moved, or the fence no longer holds.
+    """
+    now = db_now()
+    query = Session.objects.filter(pk=session.pk, version=session.version)
+    if fence_run is not None:
+        query = query.filter(run_owner=fence_run, run_id=session.run_id)
+    if query.update(version=F("version") + 1, updated_at=now, **fields) != 1:
+        raise VersionConflict(f"session {session.pk} changed since version {session.version}")
+    session.version += 1
+    session.updated_at = now
+    for name, value in fields.items():
+        setattr(session, name, value)
+    events.emit_session_updated(session, None)
+    return session
+
+
 def _first_change(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> int:
     """The position (oldest first) of the first turn of ``new`` that ``base`` does not hold."""
     for position, turn in enumerate(new):
@@ -169,8 +192,15 @@ def lock_session(session_id: uuid.UUID) -> Session:
 
 
 def run_is_active(session: Session) -> bool:
-    """Whether a run is requested or going on ``session``."""
+    """Whether ``session`` is running: a run is requested or going, or a helper session works for
+    it (docs/decisions.md §21); either way the session is busy to its clients."""
     return session.status == Session.Status.RUNNING
+
+
+def run_requested(session: Session) -> bool:
+    """Whether a run of ``session`` is requested or going (a worker has it, or will claim it):
+    running, and not only waiting on its helpers."""
+    return session.status == Session.Status.RUNNING and session.run_id is not None
 
 
 def lease_deadline(now: datetime) -> datetime:

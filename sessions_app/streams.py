@@ -192,7 +192,8 @@ async def open_stream(scope: Scope, after: int | None, snapshot: Callable[[], di
         ``replay``: ``live`` (no ``after``), ``replayed`` (every event after it is still stored), or
         ``unavailable`` (older than retention, or from the future: sent like a fresh connection).
         ``frames`` yields batches of frames in ``seq`` order (all that were ready at once, so that
-        they go out in one write), and ``None`` after ``keepalive`` seconds of silence.
+        they go out in one write), and ``None`` after ``keepalive`` seconds of silence; it ends
+        when the server shuts down, and a one-session stream after its ``session.deleted``.
     """
     hub_fanout = await fanout()
     sub = hub_fanout.subscribe(scope)
@@ -219,9 +220,11 @@ async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIte
             if not batch:
                 break
             last = batch[-1].seq
-            matching = [frame for frame in batch if sub.scope.matches(frame)]
+            matching, deleted = _until_deleted(sub.scope, [frame for frame in batch if sub.scope.matches(frame)])
             if matching:
                 yield matching
+            if deleted:
+                return
         while not hub.shutting_down.is_set():
             try:
                 frame = await asyncio.wait_for(sub.queue.get(), keepalive)
@@ -232,14 +235,25 @@ async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIte
             while not sub.queue.empty():
                 ready.append(sub.queue.get_nowait())
             ended = any(f is END for f in ready)
-            fresh = [f for f in ready if f is not END and f.seq > last]
+            fresh, deleted = _until_deleted(sub.scope, [f for f in ready if f is not END and f.seq > last])
             if fresh:
                 last = fresh[-1].seq
                 yield fresh
-            if ended:
+            if ended or deleted:
                 return
     finally:
         hub_fanout.unsubscribe(sub)
+
+
+def _until_deleted(scope: Scope, frames: list[Frame]) -> tuple[list[Frame], bool]:
+    """A one-session stream ends with its ``session.deleted`` (docs/api.md §9.2): the frames up
+    to it, and whether it was among them."""
+    if scope.session_id is None:
+        return frames, False
+    for index, frame in enumerate(frames):
+        if frame.kind == "session.deleted":
+            return frames[: index + 1], True
+    return frames, False
 
 
 def _read_frames(after: int, session_id: str | None) -> list[Frame]:

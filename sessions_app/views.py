@@ -19,7 +19,15 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentsite.api import ApiViewSet, error_responses, json_object_body, parse_uuid, query_bool, wait_params
+from agentsite.api import (
+    ApiViewSet,
+    error_responses,
+    json_object_body,
+    parse_uuid,
+    query_bool,
+    require_name,
+    wait_params,
+)
 from agentsite.auth import new_session_token
 from agentsite.common import render
 from agentsite.errors import BadRequest, UnknownSession, UnknownToken
@@ -182,7 +190,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="getSession",
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 422)},
     )
     def retrieve(self, request: Request, session_id: str) -> Response:
         """The session; with ``wait=true``, once its run stops (202 if still running at timeout)."""
@@ -227,7 +235,9 @@ class SessionViewSet(ApiViewSet):
         request=ResumeSerializer,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
         responses={
-            200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)
+            200: SessionViewSerializer,
+            202: SessionViewSerializer,
+            **error_responses(400, 403, 404, 409, 413, 422),
         },
     )
     @action(detail=True, methods=["post"])
@@ -245,7 +255,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="listPendingCalls",
         parameters=[SESSION_ID],
-        responses={200: PendingSerializer, **error_responses(403, 404)},
+        responses={200: PendingSerializer, **error_responses(403, 404, 422)},
     )
     @action(detail=True, methods=["get"])
     def pending(self, request: Request, session_id: str) -> Response:
@@ -256,7 +266,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="listMail",
         parameters=[SESSION_ID, OpenApiParameter("unread", bool, description="only mail not consumed yet")],
-        responses={200: MailListSerializer, **error_responses(400, 403, 404)},
+        responses={200: MailListSerializer, **error_responses(400, 403, 404, 422)},
     )
     @action(detail=True, methods=["get"])
     def mail(self, request: Request, session_id: str) -> Response:
@@ -269,7 +279,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="sendMail",
         request=MailSerializer,
         parameters=[SESSION_ID],
-        responses={202: ReceiptSerializer, **error_responses(400, 403, 404, 413)},
+        responses={202: ReceiptSerializer, **error_responses(400, 403, 404, 413, 422)},
     )
     @mail.mapping.post
     def send_mail(self, request: Request, session_id: str) -> Response:
@@ -309,7 +319,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="pauseSession",
         request=None,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 422)},
     )
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, session_id: str) -> Response:
@@ -322,7 +332,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="cancelRun",
         request=None,
         parameters=[SESSION_ID],
-        responses={200: SessionMetaSerializer, **error_responses(403, 404, 409)},
+        responses={200: SessionMetaSerializer, **error_responses(403, 404, 409, 422)},
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, session_id: str) -> Response:
@@ -336,7 +346,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="cancelAttached",
         request=None,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404)},
+        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 422)},
     )
     @action(detail=True, methods=["post"], url_path="cancel-attached")
     def cancel_attached(self, request: Request, session_id: str) -> Response:
@@ -360,12 +370,14 @@ class SessionViewSet(ApiViewSet):
         body = json_object_body(request)
         # an object whose only key is "params", holding an object, is the wrapped form
         values = body["params"] if set(body) == {"params"} and isinstance(body["params"], dict) else body
+        for name in values:
+            require_name(name, "params")
         return Response(render(SessionViewSerializer, owner.session_params_put(session_id=sid, params=values)))
 
     @extend_schema(
         operation_id="revokeSessionToken",
         parameters=[SESSION_ID],
-        responses={200: SessionViewSerializer, **error_responses(403, 404)},
+        responses={200: SessionViewSerializer, **error_responses(403, 404, 422)},
     )
     @action(detail=True, methods=["delete"])
     def token(self, request: Request, session_id: str) -> Response:
@@ -385,7 +397,9 @@ class ContinuationViewSet(ApiViewSet):
         request=ContinuationSerializer,
         parameters=[TOKEN, *WAIT_PARAMETERS],
         responses={
-            200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)
+            200: SessionViewSerializer,
+            202: SessionViewSerializer,
+            **error_responses(400, 403, 404, 409, 413, 422),
         },
     )
     def complete(self, request: Request, token: str) -> Response:

@@ -72,11 +72,11 @@ def write_tool(directory: Path, name: str, describe: dict[str, Any], run_body: s
 class Process:
     """A child process with its output in a log file, stopped with SIGTERM then SIGKILL."""
 
-    def __init__(self, argv: Sequence[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, argv: Sequence[str], env: dict[str, str], log_path: Path, cwd: Path = ROOT) -> None:
         self.log_path = log_path
         self.log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            list(argv), env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            list(argv), env=env, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     def output(self) -> str:
@@ -127,6 +127,7 @@ class Server:
         db: str | None = None,
         env: dict[str, str] | None = None,
         extra_args: Sequence[str] = (),
+        cwd: Path = ROOT,
     ) -> None:
         self.port = free_port()
         self.db = db or str(tmp / "agents-server.db")
@@ -135,7 +136,7 @@ class Server:
             argv += ["--agent-file", str(path)]
         argv += list(extra_args)
         environment = base_env(**{**_database_env(self.db), **(env or {})})
-        self.process = Process(argv, environment, tmp / f"server-{self.port}.log")
+        self.process = Process(argv, environment, tmp / f"server-{self.port}.log", cwd)
         self.url = f"http://127.0.0.1:{self.port}"
         self.client = httpx.Client(base_url=self.url, timeout=60, event_hooks=contract.hooks())
         self._wait_ready()

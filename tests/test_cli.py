@@ -36,6 +36,8 @@ def test_check_accepts_good_files_and_lists_every_problem_of_bad_ones() -> None:
         "demo-openai: The main agent, capable of reasoning. (0 tools)",
         "shell-helper: counts words and tells the time with small bash tools, and asks a human before it"
         " finishes (3 tools)",
+        # where each path was found, under its root (docs/agents.md §3)
+        f"  shell-helper: toolDirectory 'tools': the agent file's directory ({ROOT / 'examples' / 'shell' / 'tools'})",
     ]
     bad = agents(
         "check",
@@ -50,12 +52,14 @@ def test_check_accepts_good_files_and_lists_every_problem_of_bad_ones() -> None:
     # the System toolbox of demo-ollama runs now (README, "Built-in toolboxes")
     assert bad.stdout.splitlines() == ["demo-ollama-qwen3-4bthinking: A main agent, capable of reasoning. (1 tools)"]
     problems = [line for line in bad.stderr.splitlines() if not line.startswith("warning:")]
+    # a missing path lists every place looked in: beside the file, then the working directory
     assert problems == [
-        f"{AGENTS / 'dev-agents_agent.json'}: toolDirectory 'tools' not found (looked in {AGENTS / 'tools'})",
+        f"{AGENTS / 'dev-agents_agent.json'}: toolDirectory 'tools' not found"
+        f" (looked in {AGENTS / 'tools'}, {ROOT / 'tools'})",
         f"{AGENTS / 'agents_retro.json'}: extraAgents[0]: MissingAgentReference: helper 'faq' not found"
-        f" (looked in {AGENTS / 'faq.json'})",
+        f" (looked in {AGENTS / 'faq.json'}, {ROOT / 'faq.json'})",
         f"{AGENTS / 'agents_retro.json'}: extraAgents[1]: MissingAgentReference: helper 'issuer' not found"
-        f" (looked in {AGENTS / 'issuer.json'})",
+        f" (looked in {AGENTS / 'issuer.json'}, {ROOT / 'issuer.json'})",
     ]
 
 

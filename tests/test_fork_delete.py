@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.demo import demo_agents, demo_script
 from tests.harness import Server
-from tests.streams import SseReader
+from tests.streams import SseReader, WsReader
 
 
 def _post(server: Server, path: str, body: dict | None = None):
@@ -100,3 +100,26 @@ def test_delete_a_tree_with_and_without_dry_run(tmp_path: Path, llm_server, star
     assert [e["data"]["session_id"] for e in deleted if e["event"] == "session.deleted"] == done.json()["sessions"]
     events.close()
     assert server.client.delete(f"/v1/sessions/{root}").status_code == 404
+
+
+def test_the_event_stream_of_a_deleted_session_ends_after_session_deleted(
+    tmp_path: Path, llm_server, start_server
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url), env={"AGENTS_SSE_KEEPALIVE_SECONDS": "0.5"})
+    sid = _weather_conversation(server)["session_id"]
+    live = SseReader(f"{server.url}/v1/sessions/{sid}/events")
+    replaying = SseReader(f"{server.url}/v1/sessions/{sid}/events?after=0")
+    socket = WsReader(f"ws://127.0.0.1:{server.port}/v1/ws/sessions/{sid}")
+    everything = SseReader(f"{server.url}/v1/events")
+    socket.wait_for(lambda messages: messages and messages[-1]["event"] == "snapshot")
+    assert server.client.delete(f"/v1/sessions/{sid}").status_code == 200
+    for reader in (live, replaying):
+        assert reader.closed.wait(10), reader.raw()
+        assert reader.events()[-1]["event"] == "session.deleted"
+    socket.thread.join(10)
+    assert not socket.thread.is_alive() and socket.parsed()[-1]["event"] == "session.deleted"
+    # the stream of every session goes on
+    everything.wait_for(lambda events: any(e["event"] == "session.deleted" for e in events))
+    assert not everything.closed.wait(1.5)
+    everything.close()

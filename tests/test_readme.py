@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.harness import ROOT, Process, base_env, free_port, wait_until
 
@@ -87,5 +91,41 @@ def test_the_demo_and_the_walkthrough(tmp_path: Path) -> None:
         follower.terminate()
         followed = follower.communicate(timeout=30)[0]
         assert "event: session.created" in followed and "event: run.stopped" in followed
+    finally:
+        demo.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_to_the_demo_stops_everything_it_started(tmp_path: Path, signum: signal.Signals) -> None:
+    port, llm_port = free_port(), free_port()
+    demo = Process(
+        [str(ROOT / "scripts" / "demo")],
+        base_env(AGENTS_PORT=str(port), MOCK_LLM_PORT=str(llm_port), DEMO_DB=str(tmp_path / "demo.db")),
+        tmp_path / "demo.log",
+    )
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(ready, timeout=300, interval=0.2)
+        # the script alone is signalled, as `kill -TERM <pid>` does: not its process group
+        demo.proc.send_signal(signum)
+        assert demo.proc.wait(30) == 128 + signum
+        wait_until(lambda: not _group_alive(demo.proc.pid), timeout=30)
+        for taken in (port, llm_port):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", taken))
     finally:
         demo.stop()

@@ -83,3 +83,38 @@ def test_a_worker_killed_mid_run_is_taken_over_once_its_lease_expires(
     resumed = _post(server, f"/v1/sessions/{created['session_id']}/resume?wait=true")
     assert resumed.status_code == 200 and resumed.json()["status"] == "idle"
     assert [t["tag"] for t in resumed.json()["session"]["turns"]] == ["LlmTurn", "UserTurn"]
+
+
+def test_a_stop_left_unread_by_a_dead_run_does_not_stop_the_next_one(
+    tmp_path: Path,
+    llm_server: Callable[..., MockLlmServer],
+    start_server: Callable[..., Server],
+    start_worker: Callable[..., object],
+    postgres_url: str,
+    redis_url: str,
+) -> None:
+    """Issue 11, acceptance 10: the recovery consumes the controls the dead run never read."""
+    llm = llm_server(SLOW)
+    agent = write_agent(tmp_path, "sleepy", llm.url)
+    env = {
+        "REDIS_URL": redis_url,
+        "AGENTS_LEASE_SECONDS": "3",
+        "AGENTS_LEASE_RENEW_SECONDS": "1",
+        "AGENTS_SWEEP_EVERY_SECONDS": "1",
+    }
+    server = start_server([agent], db=postgres_url, env=env)
+    doomed = start_worker([agent], db=postgres_url, env=env)
+    sid = _post(server, "/v1/sessions", {"agent": "sleepy", "prompt": "slow please"}).json()["session_id"]
+    wait_until(lambda: len(llm.requests) == 1, timeout=60)
+    os.killpg(doomed.process.proc.pid, signal.SIGKILL)
+    doomed.process.proc.wait()
+    # a stop for the run that just died: nobody reads it
+    stop = _post(server, f"/v1/sessions/{sid}/mail", {"body": {"tag": "control", "message": {"tag": "stopRun"}}})
+    assert stop.status_code == 202
+    start_worker([agent], db=postgres_url, env={**env, "AGENTS_WORKER_BEAT": "1"})
+    wait_until(lambda: server.client.get(f"/v1/sessions/{sid}").json()["status"] != "running", timeout=60)
+    assert server.client.get(f"/v1/sessions/{sid}/mail?unread=true").json()["mail"] == []
+    answered = _post(server, f"/v1/sessions/{sid}/messages?wait=true&timeout=60", {"prompt": "still there?"})
+    assert answered.status_code == 200 and answered.json()["status"] == "idle", answered.text
+    head = answered.json()["session"]["turns"][0]
+    assert head["contents"]["llmResponse"]["responseText"] == "quick"

@@ -13,9 +13,11 @@ from agents_app.loader import load_agent_files
 from agents_app.registry import AgentRegistry, set_registry
 from agents_app.runtime import reset_runtime_agents
 from devtools.mockllm import MockLlmServer
-from sessions_app import runner
+from sessions_app import mailbox, runner
 from sessions_app.models import Session
 from sessions_app.services import sessions
+from sessions_app.services.mail import mail_send
+from sessions_app.services.recovery import recover_stale_runs
 from tests.harness import write_agent
 
 
@@ -66,3 +68,33 @@ def test_a_live_lease_held_elsewhere_is_not_taken(agent_registry: MockLlmServer)
     # the same run asked of another worker while the lease is live: not claimed
     Session.objects.filter(pk=session.pk).update(run_owner="another-worker")
     assert not runner.claim_run(session.pk, session.run_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_that_ends_consumes_every_control_posted_to_it(agent_registry: MockLlmServer) -> None:
+    session = sessions.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    assert runner.claim_run(session.pk, session.run_id)
+    mail_send(session_id=session.pk, body=mailbox.STOP_RUN, sender={"tag": "user", "owner": None})
+    runner._finish(session.pk, "until_blocked", runner.RunEnd.FAILED, "provider down", agent=None)
+    stored = Session.objects.get(pk=session.pk)
+    assert (stored.status, stored.status_detail) == ("failed", "provider down")
+    assert mailbox.unread(stored, stored.document) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_recovery_consumes_the_controls_a_dead_run_never_read(agent_registry: MockLlmServer) -> None:
+    stopped = sessions.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    paused = sessions.session_create(agent_slug="single", prompt="hello", media=None, run="until_blocked")
+    Session.objects.filter(pk__in=[stopped.pk, paused.pk]).update(run_owner="a-dead-worker")
+    mail_send(session_id=stopped.pk, body=mailbox.STOP_RUN, sender={"tag": "user", "owner": None})
+    mail_send(session_id=paused.pk, body=mailbox.PAUSE, sender={"tag": "user", "owner": None})
+    recovered, _ = recover_stale_runs(all_claimed=True)
+    assert set(recovered) == {str(stopped.pk), str(paused.pk)}
+    for session, status in ((stopped, "ready"), (paused, "paused")):
+        stored = Session.objects.get(pk=session.pk)
+        assert stored.status == status
+        assert mailbox.unread(stored, stored.document) == []
+    # the next run of the stopped one is not stopped by the old control
+    again = sessions.session_resume(session_id=stopped.pk, mode="until_blocked")
+    runner.run_session(str(again.pk), str(again.run_id))
+    assert Session.objects.get(pk=stopped.pk).status == "idle"

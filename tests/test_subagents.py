@@ -53,10 +53,13 @@ def test_a_helper_that_defers_makes_its_parent_wait(tmp_path: Path, llm_server, 
     created = _post(server, "/v1/sessions", {"agent": "parent", "prompt": "start", "run": "none"}).json()
     pid = created["session_id"]
     stream = SseReader(f"{server.url}/v1/sessions/{pid}/events")
-    view = _post(server, f"/v1/sessions/{pid}/resume?wait=true").json()
-    assert view["status"] == "waiting_external"
+    # the parent runs while its helper works for it, even while the helper waits on a human
+    # (docs/decisions.md §21): wait=true answers at its timeout, still running
+    waited = _post(server, f"/v1/sessions/{pid}/resume?wait=true&timeout=1")
+    view = waited.json()
+    assert waited.status_code == 202 and view["status"] == "running"
     assert view["pending"] == []  # the helper call is answered by the child, not by a worker
-    [child] = server.client.get(f"/v1/sessions?parent={pid}").json()["sessions"]
+    [child] = wait_until(lambda: server.client.get(f"/v1/sessions?parent={pid}").json()["sessions"])
     assert child["agent"] == "helper" and child["parent_session_id"] == pid
     child_view = server.client.get(f"/v1/sessions/{child['session_id']}?wait=true").json()
     assert child_view["status"] == "waiting_external"
@@ -66,10 +69,8 @@ def test_a_helper_that_defers_makes_its_parent_wait(tmp_path: Path, llm_server, 
     done = _post(server, f"/v1/continuations/{pending['continuation_token']}?wait=true", {"result": "approved"})
     assert done.json()["status"] == "idle"
     # the child's answer resumes the parent on its own
-    final = wait_until(
-        lambda: (v := server.client.get(f"/v1/sessions/{pid}?wait=true&timeout=5").json())["status"] == "idle" and v,
-        timeout=30,
-    )
+    final = server.client.get(f"/v1/sessions/{pid}?wait=true&timeout=30").json()
+    assert final["status"] == "idle"
     answer = final["session"]["turns"][0]["contents"]["llmResponse"]["responseText"]
     assert answer == "parent got: helper says approved"
     events = stream.wait_for(lambda e: "subcall.completed" in kinds(e))
@@ -106,7 +107,7 @@ def test_the_depth_limit_stops_runaway_recursion(tmp_path: Path, llm_server, sta
     )
 
 
-def test_cancelling_a_waiting_parent_cancels_its_child_and_frees_the_parent(
+def test_cancelling_a_parent_whose_helper_works_cancels_the_child_and_stops_the_parent(
     tmp_path: Path, llm_server, start_server
 ) -> None:
     llm = llm_server(
@@ -131,15 +132,56 @@ def test_cancelling_a_waiting_parent_cancels_its_child_and_frees_the_parent(
     server = start_server([parent])
     pid = _post(server, "/v1/sessions", {"agent": "parent", "prompt": "start"}).json()["session_id"]
     wait_until(lambda: len(llm.requests) == 2, timeout=30)
-    assert server.client.get(f"/v1/sessions/{pid}").json()["status"] == "waiting_external"
+    assert server.client.get(f"/v1/sessions/{pid}").json()["status"] == "running"
     cancelled = _post(server, f"/v1/sessions/{pid}/cancel")
     assert cancelled.status_code == 200, cancelled.text
-    final = wait_until(
-        lambda: (v := server.client.get(f"/v1/sessions/{pid}?wait=true&timeout=5").json())["status"] == "idle" and v,
-        timeout=30,
-    )
-    assert final["session"]["turns"][0]["contents"]["llmResponse"]["responseText"] == (
-        "parent saw: Error: the helper agent helper was cancelled"
-    )
+    # the parent stops as a cancelled run stops: its helper call closed, the model not asked
+    assert cancelled.json()["status"] == "ready"
+    final = server.client.get(f"/v1/sessions/{pid}").json()
+    assert final["session"]["turns"][0]["contents"]["userToolResponses"][0][1] == "async tool call was cancelled"
+    assert len(llm.requests) == 2
     [child] = server.client.get(f"/v1/sessions?parent={pid}").json()["sessions"]
-    assert child["status"] == "ready"
+    child_final = server.client.get(f"/v1/sessions/{child['session_id']}?wait=true&timeout=30").json()
+    assert child_final["status"] == "ready"
+    assert server.client.get(f"/v1/sessions/{pid}").json()["status"] == "ready"
+
+
+def test_wait_through_a_helper_answers_the_final_answer_and_the_parent_runs_until_then(
+    tmp_path: Path, llm_server, start_server
+) -> None:
+    """Issue 11, acceptance 5 (docs/decisions.md §21)."""
+    llm = llm_server(
+        {
+            "rules": [
+                {
+                    "when": {"any_contains": "You are parent.", "last_role": "user"},
+                    "reply": {"tool_calls": [{"name": "io_prompt_agent_helper", "arguments": {"what": "think"}}]},
+                },
+                {
+                    "when": {"any_contains": "You are parent.", "last_role": "tool"},
+                    "reply": {"content": "parent got: {last_content}"},
+                },
+                {"when": {"any_contains": "You are helper."}, "reply": {"delay": 1.5, "content": "helper thought"}},
+            ]
+        }
+    )
+    write_agent(tmp_path, "helper", llm.url)
+    parent = write_agent(tmp_path, "parent", llm.url, extraAgents=[{"slug": "helper", "path": "helper.json"}])
+    server = start_server([parent])
+    stream = SseReader(f"{server.url}/v1/events")
+    created = _post(server, "/v1/sessions?wait=true&timeout=60", {"agent": "parent", "prompt": "start"})
+    view = created.json()
+    assert created.status_code == 201 and view["status"] == "idle", created.text
+    assert view["pending"] == []
+    assert view["session"]["turns"][0]["contents"]["llmResponse"]["responseText"] == "parent got: helper thought"
+    pid = view["session_id"]
+    events = stream.wait_for(
+        lambda e: any(x["event"] == "run.stopped" and x["data"]["session_id"] == pid for x in e), timeout=30
+    )
+    stream.close()
+    mine = [e for e in events if e["data"]["session_id"] == pid]
+    statuses = [e["data"]["status"] for e in mine if e["event"] == "session.updated"]
+    # running from its creation to its answer, never waiting_external in between
+    assert statuses[-1] == "idle" and set(statuses[:-1]) == {"running"}, statuses
+    assert [e["data"]["status"] for e in mine if e["event"] == "run.stopped"] == ["idle"]
+    assert "subcall.completed" in kinds(mine)

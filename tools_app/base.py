@@ -142,6 +142,9 @@ class Tool(ABC):
     name: str
     description: str
     parameters: dict[str, Any]
+    #: Whether a call may run again when a crash left it unknown whether it ran; a tool that
+    #: changes the world leaves it false (docs/tools.md §5.4).
+    safe_to_retry: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -144,6 +144,9 @@ AGENTS = {
     # Run lease: length and renewal period, in seconds (docs/sessions.md §4.2).
     "LEASE_SECONDS": env.float("AGENTS_LEASE_SECONDS", default=30.0),
     "LEASE_RENEW_SECONDS": env.float("AGENTS_LEASE_RENEW_SECONDS", default=10.0),
+    # Seconds a connection may take to send a whole request head, from its opening or from its
+    # previous answer; then it is closed (docs/api.md §1.5).
+    "HEADER_TIMEOUT": env.float("AGENTS_HEADER_TIMEOUT", default=30.0),
     # Body limit in bytes (docs/api.md §1.1: 32 MiB).
     "MAX_BODY_BYTES": env.int("AGENTS_MAX_BODY_BYTES", default=32 * 1024 * 1024),
     "STREAM_TOKENS": env.bool("AGENTS_STREAM_TOKENS", default=False),
@@ -151,6 +154,9 @@ AGENTS = {
     "MAX_SUBAGENT_DEPTH": env.int("AGENTS_MAX_SUBAGENT_DEPTH", default=8),
     # Seconds of silence after which an event stream sends a keepalive comment.
     "SSE_KEEPALIVE_SECONDS": env.float("AGENTS_SSE_KEEPALIVE_SECONDS", default=15.0),
+    # Bytes of a tool result (or a user query) an event carries; a larger one is summarised with
+    # its size, and a head turn over eight times this is summarised whole (docs/api.md §9.6).
+    "EVENT_VALUE_MAX_BYTES": env.int("AGENTS_EVENT_VALUE_MAX_BYTES", default=16 * 1024),
     # Events older than this many seconds are pruned (replays from before them are unavailable).
     "EVENT_RETENTION_SECONDS": env.float("AGENTS_EVENT_RETENTION_SECONDS", default=24 * 3600.0),
     # Bearer tokens file (docs/api.md §10.2); empty: authentication off.

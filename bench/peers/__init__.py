@@ -1,6 +1,6 @@
 """The peers ``bench/runs.py`` compares the product with: LangGraph's own API server and Aegra.
 
-Each peer is installed into a virtual environment of its own under ``bench/.peers/<name>``
+Each peer is installed into a virtual environment of its own under ``.bench-peers/<name>``
 (gitignored) by this interpreter's ``venv`` and ``pip``, once: a stamp file names the pinned
 requirements it was made with, and a change of pins makes it again. Both serve the graphs of
 ``bench/peers/graph.py``, which call the benchmarks' scripted model through ``langchain-openai``.
@@ -58,7 +58,7 @@ class PeerUnavailable(Exception):
 
 
 def install(name: str, log: Path) -> Path:
-    """Make ``bench/.peers/<name>`` with the peer's pinned requirements unless it is already there.
+    """Make ``.bench-peers/<name>`` with the peer's pinned requirements unless it is already there.
 
     Returns:
         The virtual environment's ``bin`` directory.

@@ -1,6 +1,6 @@
 """The graphs the peers (LangGraph's API server, Aegra) serve in ``bench/runs.py``.
 
-This module runs inside a peer's virtual environment (bench/.peers/<peer>), never in the project's.
+This module runs inside a peer's virtual environment (.bench-peers/<peer>), never in the project's.
 
 - ``plain``: one node asks the scripted model once (``langchain-openai``'s ChatOpenAI pointed at
   the mock's URL) and stores its answer; the same work as the product's ``bench`` agent.

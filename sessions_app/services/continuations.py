@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
-from agentsite.api import require_unicode
+from agentsite.api import require_name, require_unicode
 from agentsite.common import db_now, is_base64
 from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
 from sessions_app import document as doc
@@ -16,7 +16,7 @@ from sessions_app.dispatch import enqueue_run
 from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewContinuation
 from sessions_app.services import params as values
-from sessions_app.store import lock_session, run_fields, run_is_active, store, store_params
+from sessions_app.store import lock_session, run_fields, run_requested, store, store_params
 
 
 def normalize_tool_result(result: Any) -> Any:
@@ -65,9 +65,10 @@ def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
         raise BadRequest(f'{where}: a media part needs string "mimeType" and "base64Data"')
     if not is_base64(value["base64Data"]):
         raise BadRequest(f"{where}: base64Data is not valid base64")
-    media = {"type": "media", "mimeType": value["mimeType"], "base64Data": value["base64Data"]}
+    mime = require_name(value["mimeType"], f"{where}.mimeType")
+    media = {"type": "media", "mimeType": mime, "base64Data": value["base64Data"]}
     if isinstance(value.get("filename"), str):
-        media["filename"] = value["filename"]
+        media["filename"] = require_name(value["filename"], f"{where}.filename")
     return media
 
 
@@ -82,12 +83,13 @@ def continuation_complete(
 ) -> Session:
     """Complete a deferred call (``POST /v1/continuations/:token``, docs/api.md §8).
 
-    With a run active the result is recorded and the run applies it before its next step.
-    Otherwise it is written into the session at once and, when ``resume`` is true and no other
-    deferred call of that turn is left, a run is requested. ``params`` (from ``caller``) are
-    checked before anything is stored (docs/api.md §7.15); message-scope values go to the run
-    that goes on. A helper session answering its caller (``from_helper``) brings no values and
-    is never refused for those the caller lacks: the run that goes on finds out.
+    With a run requested or going, the result is recorded and the run applies it before its next
+    step. Otherwise (no run, or a session running only while its helpers work) it is written
+    into the session at once and, when ``resume`` is true and no other deferred call of that turn
+    is left, a run is requested. ``params`` (from ``caller``) are checked before anything is
+    stored (docs/api.md §7.15); message-scope values go to the run that goes on. A helper session
+    answering its caller (``from_helper``) brings no values and is never refused for those the
+    caller lacks: the run that goes on finds out.
 
     Raises:
         ApiError: 404 ``unknown_token``; 409 ``token_already_completed``; 400 ``bad_request``;
@@ -101,7 +103,7 @@ def continuation_complete(
         if continuation.completed_at is not None:
             raise TokenAlreadyCompleted(token)
         session = lock_session(continuation.session_id)
-        active = run_is_active(session)
+        active = run_requested(session)
         updated = None if active else doc.apply_result(session.document, str(token), response)
         runs = active or (resume and updated is not None and doc.status_of(updated) == Session.Status.READY)
         new_params = None if from_helper else _check_params(session, params, caller, runs=runs)
@@ -144,7 +146,7 @@ def _check_params(session: Session, params: dict[str, Any] | None, caller: str |
     fields = values.held(session.pk)
     if runs:
         given = values.merged(agent, values.given_values(session, fields), checked.session)
-        current = values.active_run_values(session, fields) if run_is_active(session) else {}
+        current = values.active_run_values(session, fields) if run_requested(session) else {}
         message = values.message_values(agent, checked.message)
         values.require(agent, given, {**current, **message}, ["session", "message"])
     else:
@@ -195,6 +197,35 @@ def create_continuations(session: Session, new: list[NewContinuation]) -> None:
             for item in new
         ]
     )
+
+
+def adopt_deferred_calls(session: Session, document: dict[str, Any]) -> None:
+    """Create the Continuation rows of an imported document's deferred calls (docs/sessions.md §5).
+
+    A document written elsewhere (agents-exe, or another server) names its deferred calls'
+    tokens only in its head partial turn; each gets its row here, so that posting a result to
+    the token works as for a call deferred by this server. Helper calls are not concerned.
+
+    Raises:
+        ApiError: 400 ``bad_request`` for a token that is not a UUID, or that another session's
+            call already holds.
+    """
+    head = doc.head(document)
+    if head is None or head.get("tag") != "PartialUserTurn":
+        return
+    new: list[NewContinuation] = []
+    for tc in doc.tracked_calls(head):
+        if tc["tcState"] != "Deferred" or tc.get("tcChild"):
+            continue
+        try:
+            token = uuid.UUID(str(tc.get("tcContinuation")))
+        except ValueError:
+            raise BadRequest(f"the deferred call {tc['tcId']} has no continuation token (a UUID)") from None
+        holder = Continuation.objects.filter(pk=token).values_list("session_id", flat=True).first()
+        if holder is not None:
+            raise BadRequest(f"continuation token {token} already belongs to session {holder}")
+        new.append(NewContinuation(str(token), tc["tcId"], tc["tcCall"], tc.get("tcPolicy") or {"tag": "defer"}))
+    create_continuations(session, new)
 
 
 def mark_applied(tokens: list[uuid.UUID]) -> None:

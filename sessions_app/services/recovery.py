@@ -11,14 +11,15 @@ from django.db import transaction
 
 from agents_app.runtime import runtime_agent
 from agentsite.common import db_now
-from agentsite.errors import UnknownAgent
-from sessions_app import background, events
+from agentsite.errors import UnknownAgent, UnreadableSession
+from sessions_app import background, events, mailbox
 from sessions_app import document as doc
+from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, RunStopped
 from sessions_app.models import Session
 from sessions_app.services import params as values
-from sessions_app.store import lock_session, store
+from sessions_app.store import lock_session, store, store_columns
 
 log = logging.getLogger("sessions.recovery")
 
@@ -29,7 +30,9 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
     A claimed run whose lease has expired (or every claimed run, with ``all_claimed``: at the
     start of the embedded server no other process can hold one) is stored as a restart would
     store it: the interrupted step is lost, the status is the one its turns imply, and nothing
-    resumes on its own (docs/sessions.md §4.8). A run requested more than a lease ago and still
+    resumes on its own (docs/sessions.md §4.8). The controls posted to it and never read are
+    consumed: a Pause leaves the session ``paused``, a StopRun cancels its background calls, and
+    none is left to stop the next run (docs/sessions.md §6.3). A run requested more than a lease ago and still
     unclaimed (its task was lost with a broker or a process) is enqueued again; the claim makes a
     duplicate harmless.
 
@@ -48,20 +51,28 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 continue
             if not all_claimed and session.run_lease_until is not None and session.run_lease_until >= now:
                 continue
-            document, detail = _lost_parameters(session, session.document)
-            status = doc.status_of(document)
+            released = {"run_id": None, "run_mode": None, "run_owner": None, "run_lease_until": None}
             values.drop_run_on_commit(session.pk, session.run_id)
-            session = store(
-                session,
-                document,
-                status=status,
-                status_detail=detail,
-                run_id=None,
-                run_mode=None,
-                run_owner=None,
-                run_lease_until=None,
-            )
-            events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
+            try:
+                document = session.document
+            except UnreadableSession as error:
+                # nothing can be made of its turns: it is failed, saying why
+                status = Session.Status.FAILED
+                session = store_columns(session, status=status, status_detail=error.message, **released)
+            else:
+                # controls posted to the dead run go with it: a Pause is kept (the session is
+                # stored paused), a StopRun stops its background calls; none stops a later run
+                stop = None
+                if mailbox.may_have_unread(session.last_mail_seq, document):
+                    document, stop, _ = mailbox.take_controls(session, document)
+                if stop == mailbox.Control.STOP_RUN:
+                    cancel_calls(session, None)
+                document, detail = _lost_parameters(session, document)
+                status = Session.Status.PAUSED if stop == mailbox.Control.PAUSE else doc.status_of(document)
+                session = store(session, document, status=status, status_detail=detail, **released)
+            if status != Session.Status.RUNNING:
+                # a session whose helpers work for it is still running to its clients
+                events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
         recovered.append(str(session_id))
     cutoff = now - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
     unclaimed = Session.objects.filter(status=Session.Status.RUNNING, run_owner__isnull=True)

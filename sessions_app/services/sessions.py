@@ -24,11 +24,21 @@ from sessions_app import document as doc
 from sessions_app import mailbox
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
+from sessions_app.document_shape import document_problem
 from sessions_app.models import Session
 from sessions_app.services import params as values
+from sessions_app.services.continuations import adopt_deferred_calls
 from sessions_app.services.mail import after_mail, append_mail, mail_send, message_wakes
-from sessions_app.services.tree import has_active_descendants, stop_children
-from sessions_app.store import insert_session, lock_session, run_fields, run_is_active, store, store_params
+from sessions_app.services.tree import cancel_helpers, has_active_descendants, stop_children
+from sessions_app.store import (
+    insert_session,
+    lock_session,
+    run_fields,
+    run_is_active,
+    run_requested,
+    store,
+    store_params,
+)
 
 
 def session_create(
@@ -96,6 +106,36 @@ def session_create(
         )
         if starts_run:
             enqueue_run(session.pk, session.run_id)
+    return session
+
+
+def session_import(*, document: Any, agent_slug: str, owner: str | None = None) -> Session:
+    """Store a session document written by agents-exe as a new session of ``agent_slug``.
+
+    The document is kept as it is (docs/sessions.md §1.1, §1.7), under its own ``sessionId``; its
+    status is the one its turns imply, and its deferred calls get their continuations, so that
+    it goes on as if this server had written it (``agents manage import_session``). The agent
+    need not be loaded now: it must be when the session runs.
+
+    Raises:
+        ApiError: 400 ``bad_request``: a document this server cannot read (naming the turn and
+            what is wrong), a ``sessionId`` that is not a UUID or is taken, a deferred call
+            without a usable continuation token.
+    """
+    problem = document_problem(document)
+    if problem is not None:
+        raise BadRequest(f"the session document cannot be read: {problem}")
+    try:
+        session_id = uuid.UUID(str(document.get("sessionId")))
+    except ValueError:
+        raise BadRequest(f"sessionId {document.get('sessionId')!r} is not a UUID") from None
+    with transaction.atomic():
+        if Session.objects.filter(pk=session_id).exists():
+            raise BadRequest(f"session {session_id} exists already")
+        session = insert_session(
+            document, id=session_id, agent_slug=agent_slug, owner=owner, status=doc.status_of(document)
+        )
+        adopt_deferred_calls(session, document)
     return session
 
 
@@ -228,6 +268,9 @@ def session_cancel(*, session_id: uuid.UUID, owner: str | None = None) -> Sessio
                 stop_children(session)
                 return session
             raise NoActiveRun(session_id)
+        if not run_requested(session):
+            # running only while its helpers work for it: no run to tell, its calls end now
+            return cancel_helpers(session)
         append_mail(session, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "user", "owner": owner})
         cancel_calls(session, None)
         stop_children(session)

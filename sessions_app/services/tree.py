@@ -7,22 +7,32 @@ import copy
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
+from agentsite.common import db_now
 from agentsite.errors import ApiError, RunInProgress, UnknownTurn
 from sessions_app import document as doc
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
 from sessions_app.dispatch import enqueue_run
-from sessions_app.event_types import EventKind, SessionDeleted, SubcallCompleted, SubcallFailed, SubcallStarted
+from sessions_app.event_types import (
+    EventKind,
+    RunStopped,
+    SessionDeleted,
+    SubcallCompleted,
+    SubcallFailed,
+    SubcallStarted,
+    bounded,
+)
 from sessions_app.models import DOCUMENTS, Continuation, Session
 from sessions_app.outcomes import NewChild
 from sessions_app.services import params as values
 from sessions_app.services.continuations import continuation_complete
 from sessions_app.services.mail import append_mail
-from sessions_app.store import insert_session, run_fields, run_is_active
+from sessions_app.store import insert_session, run_fields, run_is_active, store
 
 
 def session_fork(
@@ -189,7 +199,8 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
         child_head = doc.head(child.document)
         answer = doc.response_text(child_head["contents"]) if child_head and child_head["tag"] == "LlmTurn" else ""
         result: Any = answer
-        completed = SubcallCompleted(child_session_id=str(child.pk), result=answer)
+        shown = bounded(answer, settings.AGENTS["EVENT_VALUE_MAX_BYTES"])
+        completed = SubcallCompleted(child_session_id=str(child.pk), result=shown)
         events.emit(EventKind.SUBCALL_COMPLETED, parent.pk, parent.owner, completed)
     else:
         result = f"Error: the helper agent {child.agent_slug} failed: {child.status_detail}"
@@ -202,6 +213,31 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
     except ApiError:
         # already answered (e.g. the parent was cancelled meanwhile): nothing left to deliver
         return
+
+
+def cancel_helpers(session: Session) -> Session:
+    """Cancel a session that is running only while its helpers work for it (no run of its own).
+
+    Its open helper calls are closed as a stopped run closes them (``async tool call was
+    cancelled``, their continuations completed), the runs of its descendants are asked to stop,
+    and it is stored with the status its turns imply, with ``run.stopped``. Call it with the
+    session's row locked.
+    """
+    document = session.document
+    head = doc.current_partial(doc.head(document))
+    tokens = []
+    for tc in doc.tracked_calls(head):
+        if tc["tcState"] == "Deferred" and tc.get("tcChild"):
+            tc["tcState"], tc["tcResult"] = "Failed", CANCELLED_TEXT
+            tokens.append(tc["tcContinuation"])
+    document = doc.replace_head(document, doc.close_partial(head) if doc.all_final(head) else head)
+    now = db_now()
+    Continuation.objects.filter(pk__in=tokens).update(result=CANCELLED_TEXT, completed_at=now, applied_at=now)
+    stop_children(session)
+    status = doc.status_of(document)
+    session = store(session, document, status=status, status_detail=None)
+    events.emit(EventKind.RUN_STOPPED, session.pk, session.owner, RunStopped(status=status))
+    return session
 
 
 def has_active_descendants(session: Session) -> bool:

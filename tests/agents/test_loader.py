@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,15 @@ from agents_app.schema import AgentSpec
 from tests.harness import FIXTURES as ALL_FIXTURES  # noqa: E402
 
 FIXTURES = ALL_FIXTURES / "agents"
+
+
+@pytest.fixture(autouse=True)
+def working_directory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test runs from an empty directory of its own: the second place relative paths are
+    looked for (docs/agents.md §3), so that nothing of the checkout is found by chance."""
+    directory = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(directory)
+    return directory
 
 
 def contents(slug: str, /, **fields: Any) -> dict[str, Any]:
@@ -63,8 +73,10 @@ LOADING_FIXTURES = {
     "demo-agents_sub-agents_sub-agent.json": "sub-agent",
 }
 
-# "{dir}" stands for the fixtures directory. The files were copied flat out of their
-# repository, so the helpers and tool directories they name are not beside them.
+# "{dir}" stands for the fixtures directory; each place looked in beside the file is looked in
+# from the working directory too (docs/agents.md §3), which expected_fixture_problems adds. The
+# files were copied flat out of their repository, so the helpers and tool directories they name
+# are not beside them.
 FAILING_FIXTURES = {
     "agents_architect.json": [
         "bashToolboxes[0]: directory 'tools/dev/read' not found (looked in {dir}/tools/dev/read)",
@@ -97,7 +109,9 @@ FAILING_FIXTURES = {
 
 
 def expected_fixture_problems(name: str) -> list[str]:
-    return [f"{FIXTURES / name}: {line.format(dir=FIXTURES)}" for line in FAILING_FIXTURES[name]]
+    both = r"(looked in {dir}/\1, {cwd}/\1)"
+    lines = [re.sub(r"\(looked in \{dir\}/([\w/.-]+)\)", both, line) for line in FAILING_FIXTURES[name]]
+    return [f"{FIXTURES / name}: {line.format(dir=FIXTURES, cwd=Path.cwd())}" for line in lines]
 
 
 def test_every_fixture_is_in_a_table():
@@ -306,6 +320,43 @@ def test_resolve_keeps_absolute_paths_and_normalises_relative_ones(tmp_path: Pat
     assert agent.resolve("./tools/../bin/x") == tmp_path / "bin" / "x"
 
 
+def test_relative_paths_are_looked_for_beside_the_file_then_in_the_working_directory(
+    tmp_path: Path, working_directory: Path
+):
+    # laid out as agents-exe's repository: agents in agents/, tools named from the root
+    (tmp_path / "agents").mkdir()
+    (working_directory / "tools" / "dev").mkdir(parents=True)
+    (tmp_path / "agents" / "local").mkdir()
+    (working_directory / "local").mkdir()
+    write_agent(working_directory / "helpers" / "faq.json", "faq")
+    path = write_agent(
+        tmp_path / "agents" / "a.json",
+        "a",
+        bashToolboxes=[
+            {"tag": "FileSystemDirectory", "contents": {"Path": "tools/dev"}},
+            {"tag": "FileSystemDirectory", "contents": {"Path": "local"}},
+        ],
+        extraAgents=[{"slug": "faq", "path": "helpers/faq.json"}],
+    )
+    root = load_agent_tree(path).root
+    found = {where: (lookup.path, lookup.base) for where, lookup in root.paths}
+    assert found == {
+        "bashToolboxes[0]": (working_directory / "tools" / "dev", "the working directory"),
+        # the file's directory comes first
+        "bashToolboxes[1]": (tmp_path / "agents" / "local", "the agent file's directory"),
+        "extraAgents[0]": (working_directory / "helpers" / "faq.json", "the working directory"),
+    }
+    assert root.resolve("tools/dev") == working_directory / "tools" / "dev"
+    assert root.lookup("/opt/x").base == "absolute"
+
+
+def test_a_stored_agent_looks_in_its_files_only(tmp_path: Path, working_directory: Path):
+    (working_directory / "tools").mkdir()
+    agent = LoadedAgent(spec=AgentSpec.model_validate(contents("a")), contents={}, path=None, base_dir=tmp_path)
+    lookup = agent.lookup("tools")
+    assert (lookup.path, lookup.base, lookup.tried) == (tmp_path / "tools", "the agent's files", (tmp_path / "tools",))
+
+
 def test_tool_paths_that_exist_load(tmp_path: Path):
     (tmp_path / "tools").mkdir()
     (tmp_path / "extra").mkdir()
@@ -340,7 +391,8 @@ def test_tool_paths_that_do_not_fit(tmp_path: Path):
         f"{path}: toolDirectory 'file' is not a directory ({tmp_path / 'file'})",
         f"{path}: bashToolboxes[0]: 'file' is not a directory ({tmp_path / 'file'})",
         f"{path}: bashToolboxes[1]: 'dir' is not a file ({tmp_path / 'dir'})",
-        f"{path}: bashToolboxes[2]: tool file 'gone.sh' not found (looked in {tmp_path / 'gone.sh'})",
+        f"{path}: bashToolboxes[2]: tool file 'gone.sh' not found (looked in {tmp_path / 'gone.sh'}, "
+        f"{Path.cwd() / 'gone.sh'})",
     ]
 
 
@@ -417,7 +469,8 @@ def test_reference_paths_resolve_from_the_referring_file(tmp_path: Path):
 def test_missing_helper_names_referrer_slug_and_path(tmp_path: Path):
     a = write_agent(tmp_path / "a.json", "a", extraAgents=[{"slug": "faq", "path": "docs/faq.json"}])
     assert problems_of(a) == [
-        f"{a}: extraAgents[0]: MissingAgentReference: helper 'faq' not found (looked in {tmp_path}/docs/faq.json)"
+        f"{a}: extraAgents[0]: MissingAgentReference: helper 'faq' not found "
+        f"(looked in {tmp_path}/docs/faq.json, {Path.cwd()}/docs/faq.json)"
     ]
 
 
@@ -429,7 +482,8 @@ def test_missing_helper_suggests_files_with_that_slug(tmp_path: Path):
     (tmp_path / "docs" / "junk.json").write_text("{")
     assert problems_of(a) == [
         f"{a}: extraAgents[0]: MissingAgentReference: helper 'faq' not found "
-        f"(looked in {tmp_path}/docs/faq.json); did you mean 'faq-agent.json' or 'docs/faq-v2.json'?"
+        f"(looked in {tmp_path}/docs/faq.json, {Path.cwd()}/docs/faq.json); "
+        "did you mean 'faq-agent.json' or 'docs/faq-v2.json'?"
     ]
 
 
@@ -482,9 +536,11 @@ def test_problems_of_every_file_in_the_tree_are_reported(tmp_path: Path):
     c = tmp_path / "c.json"
     c.write_text("{")
     assert problems_of(a) == [
-        f"{a}: toolDirectory 'missing-tools' not found (looked in {tmp_path / 'missing-tools'})",
+        f"{a}: toolDirectory 'missing-tools' not found "
+        f"(looked in {tmp_path / 'missing-tools'}, {Path.cwd() / 'missing-tools'})",
         f"{c}: invalid JSON at line 1 column 2: Expecting property name enclosed in double quotes",
-        f"{b}: extraAgents[0]: MissingAgentReference: helper 'z' not found (looked in {tmp_path / 'z.json'})",
+        f"{b}: extraAgents[0]: MissingAgentReference: helper 'z' not found "
+        f"(looked in {tmp_path / 'z.json'}, {Path.cwd() / 'z.json'})",
     ]
 
 

@@ -56,6 +56,11 @@ def test_parse_defaults_to_do_nothing():
     assert ScriptInfo.parse({"slug": "x", "description": "d", "args": []}).empty_message is None
 
 
+def test_safe_to_retry_is_ours_and_off_by_default():
+    assert ScriptInfo.parse({"slug": "x", "description": "d", "args": []}).safe_to_retry is False
+    assert ScriptInfo.parse({"slug": "x", "description": "d", "args": [], "safe-to-retry": True}).safe_to_retry
+
+
 @pytest.mark.parametrize(
     ("document", "message"),
     [
@@ -71,6 +76,7 @@ def test_parse_defaults_to_do_nothing():
         ({"slug": "x", "description": "d", "args": [_arg(type=3)]}, "'type' is a int"),
         ({"slug": "x", "description": "d", "args": [], "empty-result": {"tag": "Nope"}}, "empty-result"),
         ({"slug": "x", "description": "d", "args": [], "output-media-type": ""}, "output-media-type"),
+        ({"slug": "x", "description": "d", "args": [], "safe-to-retry": "yes"}, "'safe-to-retry' must be true"),
     ],
 )
 def test_parse_rejects_bad_documents(document, message):

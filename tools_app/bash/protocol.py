@@ -91,11 +91,12 @@ class ScriptArg:
 @dataclass(frozen=True)
 class ScriptInfo:
     """A parsed ``describe`` document: ``slug``, ``description``, ``args`` and the optional
-    ``empty-result`` and ``output-media-type``.
+    ``empty-result``, ``output-media-type`` and ``safe-to-retry``.
 
     ``empty_message`` is ``None`` for ``{"tag": "DoNothing"}`` (the default) and the text of
     ``{"tag": "AddMessage", "contents": text}`` otherwise. ``output_media_type`` is the MIME type
-    of stdout when the script prints binary data.
+    of stdout when the script prints binary data. ``safe_to_retry`` (our extension, ignored by
+    agents-exe) says the tool may run again when a crash left it unknown whether a call ran.
     """
 
     slug: str
@@ -103,6 +104,7 @@ class ScriptInfo:
     args: tuple[ScriptArg, ...] = ()
     empty_message: str | None = None
     output_media_type: str | None = None
+    safe_to_retry: bool = False
 
     @classmethod
     def parse(cls, data: Any) -> ScriptInfo:
@@ -150,12 +152,16 @@ class ScriptInfo:
         media_type = data.get("output-media-type")
         if media_type is not None and (not isinstance(media_type, str) or not media_type):
             raise DescribeError("describe: 'output-media-type' must be a non-empty string")
+        retry = data.get("safe-to-retry", False)
+        if not isinstance(retry, bool):
+            raise DescribeError("describe: 'safe-to-retry' must be true or false")
         return cls(
             slug=slug,
             description=description,
             args=tuple(args),
             empty_message=_parse_empty_result(data.get("empty-result")),
             output_media_type=media_type,
+            safe_to_retry=retry,
         )
 
 

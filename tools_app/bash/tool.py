@@ -43,6 +43,7 @@ class BashTool(Tool):
         self.slug = info.slug
         self.name = name or normalize_tool_name(self.original_name)
         self.description = info.description
+        self.safe_to_retry = info.safe_to_retry
         self.parameters = {
             "type": "object",
             "properties": {arg.name: arg.json_schema() for arg in info.args},

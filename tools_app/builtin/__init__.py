@@ -19,7 +19,7 @@ from agents_app.builtins import (
     parse_builtin_toolboxes,
 )
 
-from .common import AgentLike, BuiltinTool, locate, make_sandbox
+from .common import AgentLike, BuiltinTool, make_sandbox
 from .developer import DeveloperTool
 from .lua import LuaTool
 from .sqlite import SqliteTool
@@ -30,7 +30,7 @@ def _build_one(agent: AgentLike, box: BuiltinToolbox, warnings: list[str]) -> Bu
     config = box.config
     if isinstance(config, SqliteConfig):
         assert config.Versioning is not None
-        path = locate(agent, config.Versioning.path)
+        path = agent.resolve(config.Versioning.path)
         if config.read_only and not path.is_file():
             warnings.append(f"{box.label}: the read-only database {path} does not exist; queries fail until it does")
         return SqliteTool(box, path)
@@ -39,7 +39,7 @@ def _build_one(agent: AgentLike, box: BuiltinToolbox, warnings: list[str]) -> Bu
     if isinstance(config, LuaConfig):
         return LuaTool(box, make_sandbox(agent, box))
     assert isinstance(config, SystemConfig)
-    command_filter = locate(agent, config.CommandFilter) if config.CommandFilter else None
+    command_filter = agent.resolve(config.CommandFilter) if config.CommandFilter else None
     if command_filter is not None and not os.access(command_filter, os.X_OK):
         warnings.append(f"{box.label}: CommandFilter {command_filter} is not an executable; every command is refused")
     return SystemTool(box, make_sandbox(agent, box), command_filter)

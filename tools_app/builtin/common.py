@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,24 +24,16 @@ class AgentLike(Protocol):
     path: Path | None
     base_dir: Path
 
-    def resolve(self, relative: str) -> Path: ...
+    def resolve(self, relative: str) -> Path:
+        """A path the agent names: from the agent file's directory when it is there, else the
+        working directory when it is there, else the agent file's directory; a stored agent's
+        paths are always inside its files (README, "Built-in toolboxes")."""
+        ...
 
 
 def is_stored(agent: AgentLike) -> bool:
     """Whether ``agent`` is a stored agent (it has no file; its paths stay inside its files)."""
     return agent.path is None
-
-
-def locate(agent: AgentLike, value: str) -> Path:
-    """A file an agent names (a SQLite database, a command filter): absolute as given; relative,
-    the agent file's directory when it is there, else the working directory when it is there,
-    else the agent file's directory (README, "Built-in toolboxes"). A stored agent's paths are
-    always inside its files."""
-    first = agent.resolve(value)
-    if Path(value).is_absolute() or is_stored(agent) or first.exists():
-        return first
-    second = Path(os.path.normpath(Path.cwd() / value))
-    return second if second.exists() else first
 
 
 def make_sandbox(agent: AgentLike, box: BuiltinToolbox) -> FileSandbox:
