@@ -118,6 +118,9 @@ def test_every_agent_file_serves_from_the_root_of_the_checkout(
     assert agents["architect"]["tools"] == [
         "io_prompt_agent_architect",
         "io_prompt_agent_faq",
+        # an agent with helpers may describe and narrow them (docs/tools.md §8.6)
+        "describe_agent",
+        "derive_agent",
         "bash_dev-read",
         "bash_github-write",
         "bash_git-read",
