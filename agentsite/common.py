@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import binascii
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection, models
 from django.utils import timezone
 from rest_framework import serializers
+
+T = TypeVar("T")
 
 
 def dump_json_text(value: Any) -> str:
@@ -76,9 +79,36 @@ def is_base64(value: str) -> bool:
 
 def db_now() -> datetime:
     """The current time from the database's clock on PostgreSQL (shared by every process),
-    from this process's clock on SQLite (one machine)."""
+    from this process's clock on SQLite (one machine).
+
+    PostgreSQL's ``now()`` is the start of the transaction, the same at every call in it, so it
+    is asked once per transaction (:func:`once_per_transaction`).
+    """
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT now()")
-            return cursor.fetchone()[0]
+        return once_per_transaction("now", _database_now)
     return timezone.now()
+
+
+def _database_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        return cursor.fetchone()[0]
+
+
+def once_per_transaction(name: str, compute: Callable[[], T]) -> T:
+    """``compute()``, made once per database transaction of this thread and then reused.
+
+    Outside a transaction (autocommit) it is made at every call. The transaction is known by its
+    outermost ``atomic`` block, so a value never outlives the transaction it was made in, even
+    one that rolled back.
+    """
+    if not connection.in_atomic_block or not connection.atomic_blocks:
+        return compute()
+    # the block itself is kept, not its id: an id can come back with a later block
+    block = connection.atomic_blocks[0]
+    cached = connection.__dict__.get(f"agents_once_{name}")
+    if cached is not None and cached[0] is block:
+        return cached[1]
+    value = compute()
+    connection.__dict__[f"agents_once_{name}"] = (block, value)
+    return value

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agentsite.common import once_per_transaction
 from sessions_app import hub
 from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn
 from sessions_app.models import Event, EventRetention, Session
@@ -28,10 +29,16 @@ _ADVISORY_LOCK_KEY = 0x6167656E7473
 
 def _lock_sequence() -> None:
     # Without this, two transactions could commit seq 11 before seq 10 and a reader at 11 would
-    # never see 10. SQLite already runs one writer at a time.
+    # never see 10. SQLite already runs one writer at a time. The lock is held until the
+    # transaction ends, so it is taken once per transaction.
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_KEY])
+        once_per_transaction("events_lock", _take_sequence_lock)
+
+
+def _take_sequence_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_KEY])
+    return True
 
 
 def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payload: Mapping[str, Any]) -> Event:

@@ -74,11 +74,11 @@ class LeaseLost(Exception):
     """Another worker holds the run now; stop without storing anything."""
 
 
-def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> bool:
+def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> Session | None:
     """Take the lease of run ``run_id`` if it is still requested and no live lease holds it.
 
     Returns:
-        ``True`` when this worker now holds the run.
+        The session row as claimed when this worker now holds the run, else ``None``.
     """
     with transaction.atomic():
         now = db_now()
@@ -88,12 +88,12 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> bool:
             .update(run_owner=WORKER_NAME, run_lease_until=lease_deadline(now))
         )
         if changed != 1:
-            return False
+            return None
         session = Session.objects.get(pk=session_id)
         events.emit(
             EventKind.RUN_STARTED, session.pk, session.owner, RunStarted(mode=session.run_mode or "until_blocked")
         )
-    return True
+    return session
 
 
 def run_session(session_id: str, run_id: str) -> None:
@@ -106,12 +106,13 @@ def run_session(session_id: str, run_id: str) -> None:
     """
     sid, rid = uuid.UUID(session_id), uuid.UUID(run_id)
     close_old_connections()
-    if not claim_run(sid, rid):
+    claimed = claim_run(sid, rid)
+    if claimed is None:
         log.info("run not claimed", extra={"kind": "run.not_claimed", "session_id": session_id})
         return
     heartbeat = watch_run(sid, rid, WORKER_NAME)
     try:
-        _loop(sid, heartbeat)
+        _loop(claimed, heartbeat)
     except LeaseLost:
         log.warning("lease lost", extra={"kind": "run.lease_lost", "session_id": session_id})
     except UnreadableSession as error:
@@ -121,8 +122,11 @@ def run_session(session_id: str, run_id: str) -> None:
         close_old_connections()
 
 
-def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
-    session = Session.objects.get(pk=session_id)
+def _loop(session: Session, heartbeat: RunWatch) -> None:
+    """Step the claimed ``session`` until its run ends (see :func:`run_session`)."""
+    session_id = session.pk
+    # the claim has just read the row; later steps read it again, as others may have written
+    fresh = True
     mode = session.run_mode or "until_blocked"
     log.info("run started", extra={"kind": "run.started", "session_id": str(session_id), "mode": mode})
     signals = heartbeat.signals
@@ -143,7 +147,9 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
             if hub.shutting_down.is_set():
                 _hand_back(session_id)
                 return
-            session = Session.objects.get(pk=session_id)
+            if not fresh:
+                session = Session.objects.get(pk=session_id)
+            fresh = False
             # values are read again at every step: a continuation or a message may bring new ones
             held = values.run_values(agent, session)
             params = StepParams(held.values, held.visible, tools if narrowing is not None else None, inherited)
