@@ -25,10 +25,18 @@ WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 def database_url() -> str:
     """``DATABASE_URL``, or the SQLite file ``agents-server.db`` of the working directory.
 
+    ``DATABASE_URL`` is a URL (``postgres://...``, ``sqlite:///...``) or the path of a SQLite file
+    (README, "Configuration"): a value without a scheme is a path, relative to the working directory.
+
     Returns:
         A URL django-environ understands (``sqlite:////abs/path.db``, ``postgres://...``).
     """
-    return env.str("DATABASE_URL", default=f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}")
+    given = env.str("DATABASE_URL", default="")
+    if not given:
+        return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
+    if "://" not in given and not given.startswith("sqlite:"):
+        return f"sqlite:///{Path(given).expanduser().resolve()}"
+    return given
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -35,3 +35,20 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
+
+
+class WithoutTraceback(logging.Filter):
+    """Keeps a record but drops its traceback and makes it a warning.
+
+    For refusals any client can provoke at will, such as a request whose ``Host`` is not allowed
+    (answered 400): one line says what happened, and a flood of such requests cannot fill the
+    log with stack traces.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Strip ``record`` of its traceback; always keep it (returns ``True``)."""
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno = logging.WARNING
+        record.levelname = "WARNING"
+        return True

@@ -6,6 +6,7 @@ The helpers are tested in this process; the startup refusal and the Host check o
 
 from __future__ import annotations
 
+import json
 import stat
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import data_dir, default_allowed_hosts
+from agentsite.env import data_dir, database_url, default_allowed_hosts
 from agentsite.secret_key import KEY_FILE, ensure_secret_key, secret_key
 from tests.harness import ROOT, Process, Server, base_env, free_port, wait_until, write_agent
 
@@ -58,6 +59,19 @@ def test_the_data_directory_is_the_databases_unless_given(clean_env: pytest.Monk
     assert data_dir() is None
     clean_env.setenv("AGENTS_DATA_DIR", "state")
     assert data_dir() == tmp_path / "state"
+
+
+def test_database_url_takes_a_sqlite_file_path_as_well_as_a_url(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert database_url() == f"sqlite:///{tmp_path / 'agents-server.db'}"
+    clean_env.setenv("DATABASE_URL", "data/agents.db")
+    assert database_url() == f"sqlite:///{tmp_path / 'data' / 'agents.db'}"
+    assert data_dir() == tmp_path / "data"
+    clean_env.setenv("DATABASE_URL", str(tmp_path / "abs.db"))
+    assert database_url() == f"sqlite:///{tmp_path / 'abs.db'}"
+    clean_env.setenv("DATABASE_URL", POSTGRES)
+    assert database_url() == POSTGRES
+    clean_env.setenv("DATABASE_URL", "sqlite:///:memory:")
+    assert database_url() == "sqlite:///:memory:"
 
 
 def test_on_sqlite_a_key_is_made_once_private_and_reused(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -141,6 +155,10 @@ def test_a_loopback_server_answers_its_loopback_names_only(tmp_path: Path, start
         "error": "bad_request",
         "message": "the Host header names a host this server does not answer to",
     }
+    # any client can send a bad Host: one warning line, never a traceback
+    lines = [line for line in server.process.output().splitlines() if "rebound.example" in line]
+    assert lines and all(json.loads(line)["level"] == "warning" for line in lines), lines
+    assert "Traceback" not in server.process.output()
 
 
 def test_allowed_hosts_from_the_environment(tmp_path: Path, start_server: Callable[..., Server]) -> None:

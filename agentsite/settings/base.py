@@ -203,11 +203,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "agentsite.logging.JsonFormatter"}},
+    "filters": {"without_traceback": {"()": "agentsite.logging.WithoutTraceback"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
     "root": {"handlers": ["stderr"], "level": env("AGENTS_LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
         "django.request": {"level": "ERROR"},
+        # a Host that is not allowed is the client's error (400), not the server's
+        "django.security.DisallowedHost": {"filters": ["without_traceback"]},
         "daphne": {"level": "WARNING"},
         "celery": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
