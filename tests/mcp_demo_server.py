@@ -7,8 +7,9 @@ outlives its server or worker.
 
 Tools: ``files.read`` (a dotted name), ``echo``, ``add_tool`` (adds ``late_tool`` and announces the
 change with ``notifications/tools/list_changed``), ``slow`` (reports progress before answering),
-``picture`` (an image part and a text part), ``fail`` (``isError: true``) and ``crash`` (the
-server exits without answering). ``echo`` answers ``<text> (pid <pid>)``.
+``picture`` (an image part and a text part), ``fail`` (``isError: true``), ``refuse`` (a JSON-RPC
+error with code -32000, a server's own error code) and ``crash`` (the server exits without
+answering). ``echo`` answers ``<text> (pid <pid>)``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 #: A 1x1 red PNG.
 RED_DOT = base64.b64encode(
@@ -48,6 +50,7 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         _tool("slow", "reports progress", {"steps": {"type": "integer", "description": "how many"}}),
         _tool("picture", "draws a red dot"),
         _tool("fail", "always fails"),
+        _tool("refuse", "answers a JSON-RPC error"),
         _tool("crash", "exits without answering"),
     ]
     if state["late"]:
@@ -81,6 +84,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=[types.TextContent(type="text", text="a red dot"), image])
     if name == "fail":
         return types.CallToolResult(content=[types.TextContent(type="text", text="it broke")], is_error=True)
+    if name == "refuse":
+        raise MCPError(code=-32000, message="upstream unavailable")
     if name == "crash":
         sys.stderr.flush()
         os._exit(3)

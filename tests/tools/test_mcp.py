@@ -160,6 +160,11 @@ def test_the_demo_server_as_a_toolbox(tmp_path):
     assert "mcp_demo_late_tool" in again.names()
 
     first = pids(pid_file)[0]
+    # -32000 is also the SDK's "connection closed": a server answering it is alive and kept
+    refused = toolset.get("mcp_demo_refuse").call({}, make_ctx())
+    assert refused.is_error and "upstream unavailable" in refused.response
+    assert "stopped during the call" not in refused.response
+    assert toolset.get("mcp_demo_echo").call({"text": "same"}, make_ctx()).response == f"same (pid {first})"
     crashed = toolset.get("mcp_demo_crash").call({}, make_ctx())
     assert crashed.is_error and "stopped during the call" in crashed.response
     assert wait_gone(first)

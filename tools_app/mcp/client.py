@@ -250,7 +250,7 @@ class McpConnection:
                     # an HTTP server that restarted forgot our session and ran nothing: a new one
                     self._mark_gone()
                     continue
-                if error.error.code == types.CONNECTION_CLOSED or not self.alive:
+                if _connection_closed(error) or not self.alive:
                     self._mark_gone()
                     raise McpGone(error.error.message) from error
                 raise
@@ -305,6 +305,18 @@ class McpConnection:
 def _session_lost(error: MCPError) -> bool:
     """Whether a streamable HTTP server answered that it does not know our session (HTTP 404)."""
     return error.error.code == types.INVALID_REQUEST and error.error.message in _SESSION_LOST
+
+
+#: How the SDK's own "connection closed" errors begin (the stdio session's, and the streamable
+#: HTTP transport's when a response stream ends or fails without an answer).
+_SDK_CLOSED_MESSAGES = ("Connection closed", "SSE stream ")
+
+
+def _connection_closed(error: MCPError) -> bool:
+    """Whether the SDK itself reports the connection gone. Its code, -32000, is also the first of
+    the codes JSON-RPC leaves to servers, which answer it for their own errors (a live server
+    refusing a call); only the SDK's own messages tell the two apart."""
+    return error.error.code == types.CONNECTION_CLOSED and error.error.message.startswith(_SDK_CLOSED_MESSAGES)
 
 
 def _describe_error(error: BaseException) -> str:
