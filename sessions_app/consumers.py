@@ -31,12 +31,16 @@ class EventsConsumer(AsyncWebsocketConsumer):
     channel_layer_alias = "no-layer"
 
     async def connect(self) -> None:
-        """Check the request, accept, and start sending."""
+        """Check the request, accept, and start sending.
+
+        Every refusal closes before accepting, which answers the handshake with 403 whatever the
+        reason (docs/api.md §9.5): like a missing session over REST, it tells a stranger nothing.
+        """
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             after = streams.parse_after((query.get("after") or [None])[0])
         except ValueError:
-            await self.close(code=4400)
+            await self.close()
             return
         session_id = self.scope["url_route"]["kwargs"].get("session_id")
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in self.scope["headers"]}
@@ -44,21 +48,21 @@ class EventsConsumer(AsyncWebsocketConsumer):
         try:
             principal = await streams.in_db_thread(lambda: identify(headers.get("authorization"), token, session_id))
         except ApiError:
-            await self.close(code=4401)
+            await self.close()
             return
         snapshot = None
         if session_id is None:
             try:
                 scope = events_scope(principal, (query.get("scope") or [None])[0])
-            except ApiError as error:
-                await self.close(code=4000 + error.status)
+            except ApiError:
+                await self.close()
                 return
         else:
             sid = streams.session_uuid(session_id)
             # another owner's session is refused as a missing one
             visible = sid is not None and await streams.in_db_thread(lambda: can_see(principal, sid))
             if not visible:
-                await self.close(code=4404)
+                await self.close()
                 return
             scope = Scope(session_id=str(sid))
 
@@ -92,10 +96,10 @@ class EventsConsumer(AsyncWebsocketConsumer):
 
 
 class NotFoundConsumer(AsyncWebsocketConsumer):
-    """Any other websocket path: refused (close code 4404) rather than an error."""
+    """Any other websocket path: refused at the handshake (403) rather than an error."""
 
     channel_layer_alias = "no-layer"
 
     async def connect(self) -> None:
         """Refuse the connection."""
-        await self.close(code=4404)
+        await self.close()
