@@ -234,6 +234,9 @@ class AgentSpec(_Lenient):
         # slugs appear in URLs and in tool names: letters, digits and _ . : - only
         if not SLUG_PATTERN.fullmatch(value):
             raise ValueError("may hold only letters, digits and _ . : -")
+        # "." and ".." would be path segments in /v1/agents/<slug>, which clients normalise away
+        if not value.strip("."):
+            raise ValueError("must hold a character other than '.'")
         return value
 
     @field_validator("modelUrl")

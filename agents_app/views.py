@@ -17,7 +17,7 @@ from agents_app.loader import LoadedAgent
 from agents_app.parameters import AgentParameters
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
-from agentsite.api import ApiViewSet, error_responses, json_object_body
+from agentsite.api import ApiViewSet, error_responses, json_object_body, require_name
 from agentsite.common import Rfc3339Field, render, rfc3339
 from agentsite.errors import UnknownAgent
 from tools_app.toolset import ToolSet
@@ -138,7 +138,9 @@ class AgentViewSet(ApiViewSet):
     def update(self, request: Request, slug: str) -> Response:
         """Store an agent: 201 the first time, 200 when it replaces the stored one."""
         body = json_object_body(request)
-        prepared, _, created = services.stored_agent_put(slug, body, updated_by=request.user.owner)
+        prepared, _, created = services.stored_agent_put(
+            require_name(slug, "slug"), body, updated_by=request.user.owner
+        )
         descriptor = _descriptor(prepared.loaded, prepared.toolset, prepared.parameters)
         return Response(render(AgentDescriptorSerializer, descriptor), status=201 if created else 200)
 

@@ -139,6 +139,10 @@ def test_names_and_identifiers_refuse_nul_characters(server: Server) -> None:
         "files": {f"to{NUL}ols/x": "text"},
     }
     _bad(_send(server, "PUT", "/v1/agents/named", stored), "agent_invalid_paths")
+    assert "slug: Null characters" in _bad(_send(server, "PUT", "/v1/agents/na%00med", {**stored, "files": {}}))
+    for dots in ("%2E", "%2E%2E", "..."):
+        refused = _bad(_send(server, "PUT", f"/v1/agents/{dots}", {**stored, "files": {}}), "agent_failed_to_load")
+        assert "must hold a character other than '.'" in refused
     # nothing was stored by any of these
     assert _ok(_send(server, "GET", f"/v1/sessions/{view['session_id']}/mail"))["mail"] == []
     assert server.client.get("/v1/agents/named", headers=ROOT).status_code == 404
