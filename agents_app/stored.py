@@ -37,7 +37,7 @@ from agentsite.errors import AgentFailedToLoad, AgentInvalidPaths, AgentUsesFile
 log = logging.getLogger("agents.stored")
 
 #: Keys that make an agent read files outside its own ``files`` (docs/api.md §12.2): refused.
-FILE_ONLY_KEYS = ("openApiToolboxes", "postgrestToolboxes", "skillSources", "autoEnableSkills")
+FILE_ONLY_KEYS = ("postgrestToolboxes", "skillSources", "autoEnableSkills")
 
 
 #: Limits that keep a stored agent's files writable on any file system.
@@ -82,7 +82,9 @@ def split_body(slug: str, body: Any) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def check_file_only_keys(contents: dict[str, Any]) -> None:
-    """Refuse toolboxes that read files of the server, and helpers named by path.
+    """Refuse toolboxes that read files of the server, and helpers named by path: the
+    ``FILE_ONLY_KEYS``, and an OpenAPI toolbox whose document is not at an ``http(s)://`` URL
+    (docs/api.md §12.2).
 
     Raises:
         ApiError: 400 ``agent_uses_files``.
@@ -90,6 +92,14 @@ def check_file_only_keys(contents: dict[str, Any]) -> None:
     used = [key for key in FILE_ONLY_KEYS if contents.get(key)]
     if used:
         raise AgentUsesFiles(f"stored agents cannot use {', '.join(used)}")
+    boxes = contents.get("openApiToolboxes")
+    for index, box in enumerate(boxes if isinstance(boxes, list) else []):
+        inner = box.get("contents") if isinstance(box, dict) else None
+        url = inner.get("SpecUrl") if isinstance(inner, dict) else None
+        if isinstance(url, str) and not url.startswith(("http://", "https://")):
+            raise AgentUsesFiles(
+                f"openApiToolboxes[{index}]: a stored agent's SpecUrl must be an http:// or https:// URL"
+            )
     refs = contents.get("extraAgents")
     for index, ref in enumerate(refs if isinstance(refs, list) else []):
         if isinstance(ref, dict) and ref.get("path") is not None:

@@ -167,7 +167,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                     document,
                     unread,
                     system_prompt=agent.system_prompt,
-                    system_tools=tools.system_tools(held.visible),
+                    system_tools=tools.system_tools(held.visible, doc.answered_calls(document)),
                     in_tool_result=agent.loaded.spec.mailInToolResult,
                 )
                 signals.interrupt.clear()

@@ -201,7 +201,8 @@ def message_post(
             if not active:
                 session = after_mail(session, envelope)
             return session
-        turn = doc.user_turn(agent.system_prompt, agent.system_tools(agent.resolve_params(given)), query)
+        tools = agent.system_tools(agent.resolve_params(given), doc.answered_calls(document))
+        turn = doc.user_turn(agent.system_prompt, tools, query)
         document = doc.push_turn(document, turn)
         if run == "none":
             return store(session, document, status=Session.Status.READY, status_detail=None, params=new_params)
