@@ -22,10 +22,14 @@ SECRET = "pet-key-5f0c1e9a-never-logged"
 GET_PET = "openapi_pets_getPetById"
 SCRIPT = {
     "rules": [
-        {"when": {"last_role": "user", "last_contains": "PET-42"},
-         "reply": {"tool_calls": [{"name": GET_PET, "arguments": {"petId": "42"}}]}},
-        {"when": {"last_role": "user", "last_contains": "PET-7"},
-         "reply": {"tool_calls": [{"name": GET_PET, "arguments": {"petId": "7"}}]}},
+        {
+            "when": {"last_role": "user", "last_contains": "PET-42"},
+            "reply": {"tool_calls": [{"name": GET_PET, "arguments": {"petId": "42"}}]},
+        },
+        {
+            "when": {"last_role": "user", "last_contains": "PET-7"},
+            "reply": {"tool_calls": [{"name": GET_PET, "arguments": {"petId": "7"}}]},
+        },
         {"when": {"last_role": "tool"}, "reply": {"content": "the service said: {last_content}"}},
         {"reply": {"content": "ok"}},
     ]
@@ -47,8 +51,12 @@ def _toolbox(upstream: Upstream) -> dict[str, Any]:
     }
     return {
         "tag": "OpenAPIServer",
-        "contents": {"SpecUrl": f"{upstream.url}/openapi.json", "BaseUrl": upstream.url, "Name": "pets",
-                     "Secrets": [secret]},
+        "contents": {
+            "SpecUrl": f"{upstream.url}/openapi.json",
+            "BaseUrl": upstream.url,
+            "Name": "pets",
+            "Secrets": [secret],
+        },
     }
 
 
@@ -79,12 +87,19 @@ def test_a_session_calls_the_petstore_with_its_secret_and_reads_a_404_verbatim(
 ) -> None:
     llm = llm_server(SCRIPT)
     agent = write_agent(
-        tmp_path, "petshop", llm.url, openApiToolboxes=[_toolbox(upstream)],
+        tmp_path,
+        "petshop",
+        llm.url,
+        openApiToolboxes=[_toolbox(upstream)],
         parameters=[{"name": "pet_key", "secret": True, "scope": "session"}],
     )
     server = start_server([agent], env={"AGENTS_LOG_LEVEL": "DEBUG"})
     assert server.client.get("/v1/agents/petshop").json()["tools"] == [
-        "openapi_pets_listPets", "openapi_pets_createPet", GET_PET, "openapi_pets_deletePet"]
+        "openapi_pets_listPets",
+        "openapi_pets_createPet",
+        GET_PET,
+        "openapi_pets_deletePet",
+    ]
     assert llm.requests == []
 
     found = _session(server, "PET-42 please")
@@ -112,7 +127,10 @@ def test_a_session_without_the_secret_parameter_calls_nothing(
 ) -> None:
     llm = llm_server(SCRIPT)
     agent = write_agent(
-        tmp_path, "petshop", llm.url, openApiToolboxes=[_toolbox(upstream)],
+        tmp_path,
+        "petshop",
+        llm.url,
+        openApiToolboxes=[_toolbox(upstream)],
         parameters=[{"name": "pet_key", "secret": True, "scope": "session", "required": False}],
     )
     server = start_server([agent])
@@ -128,8 +146,13 @@ def test_a_document_that_cannot_be_fetched_stops_the_server_naming_the_toolbox(
     llm = llm_server(SCRIPT)
     box = _toolbox(upstream)
     box["contents"]["SpecUrl"] = f"{upstream.url}/gone.json"
-    agent = write_agent(tmp_path, "petshop", llm.url, openApiToolboxes=[box],
-                        parameters=[{"name": "pet_key", "secret": True, "scope": "session"}])
+    agent = write_agent(
+        tmp_path,
+        "petshop",
+        llm.url,
+        openApiToolboxes=[box],
+        parameters=[{"name": "pet_key", "secret": True, "scope": "session"}],
+    )
     with pytest.raises(RuntimeError) as failed:
         Server([agent], tmp_path)
     assert "openApiToolboxes[0]: the OpenAPI document of toolbox 'pets': cannot fetch" in str(failed.value)
@@ -146,8 +169,13 @@ def test_a_stored_agent_names_its_openapi_document_by_url(
     plain = write_agent(tmp_path, "plain", llm.url)
     server = start_server([plain], extra_args=["--auth-tokens", str(write_tokens(tmp_path)), "--admin-owners", "root"])
     body = {
-        "apiKeyId": "test", "flavor": "OpenAIv1", "modelUrl": llm.url, "modelName": "scripted",
-        "announce": "pets", "systemPrompt": ["You help with pets."], "openApiToolboxes": [_toolbox(upstream)],
+        "apiKeyId": "test",
+        "flavor": "OpenAIv1",
+        "modelUrl": llm.url,
+        "modelName": "scripted",
+        "announce": "pets",
+        "systemPrompt": ["You help with pets."],
+        "openApiToolboxes": [_toolbox(upstream)],
         "parameters": [{"name": "pet_key", "secret": True, "scope": "session"}],
     }
     stored = server.client.put("/v1/agents/storedpets", headers=owner("root"), content=json.dumps(body))

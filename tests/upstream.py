@@ -86,7 +86,8 @@ class Upstream:
         """The requests received so far, documents excluded, oldest first."""
         with self._lock:
             return [
-                r for r in self.requests
+                r
+                for r in self.requests
                 if r.target.split("?", 1)[0] not in self.documents and (method is None or r.method == method)
             ]
 

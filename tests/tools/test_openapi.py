@@ -48,8 +48,10 @@ def _names(tmp_path: Path, upstream: Upstream, document: str, **extra: Any) -> l
     ("document", "names"),
     [
         ("minimal.json", ["openapi_api_healthCheck"]),
-        ("petstore.json", ["openapi_api_listPets", "openapi_api_createPet", "openapi_api_getPetById",
-                           "openapi_api_deletePet"]),
+        (
+            "petstore.json",
+            ["openapi_api_listPets", "openapi_api_createPet", "openapi_api_getPetById", "openapi_api_deletePet"],
+        ),
         ("toy-openapi3-body.json", ["openapi_api_listUsers", "openapi_api_createUser"]),
         ("with_refs.json", ["openapi_api_listUsers", "openapi_api_createUser", "openapi_api_getUser"]),
     ],
@@ -68,8 +70,12 @@ def test_schemas_hold_path_query_and_the_expanded_body(tmp_path, upstream):
     # a ref to a schema holding a ref: both expanded
     address = body["properties"]["body"]["properties"]["address"]
     assert address == {"type": "object", "properties": {k: {"type": "string"} for k in ("street", "city", "country")}}
-    pets = {t.name: t for t in build_toolset(make_agent(tmp_path, openApiToolboxes=[
-        _box(upstream, "petstore.json", Name="api")])).tools}
+    pets = {
+        t.name: t
+        for t in build_toolset(
+            make_agent(tmp_path, openApiToolboxes=[_box(upstream, "petstore.json", Name="api")])
+        ).tools
+    }
     limit = pets["openapi_api_listPets"].parameters["properties"]["limit"]
     described = "How many items to return at one time (max 100)"
     assert limit == {"type": "integer", "format": "int32", "description": described}
@@ -104,7 +110,8 @@ def test_array_items_all_of_any_of_and_circular_references_are_expanded():
         },
     }
     node = parse_document(json.dumps(document), "doc")["paths"]["/nodes"]["post"]["requestBody"]["content"][
-        "application/json"]["schema"]
+        "application/json"
+    ]["schema"]
     assert node["allOf"] == [{"type": "object", "properties": {"name": {"type": "string"}}}]
     assert node["properties"]["value"]["anyOf"][0]["properties"] == {"name": {"type": "string"}}
     child = node["properties"]["children"]["items"]
@@ -147,10 +154,15 @@ def test_a_call_sends_path_query_body_headers_token_and_secrets(tmp_path, upstre
         Headers={"X-API-Version": "v1"},
         Token="${PETS_TOKEN}",
         Secrets=[
-            {"source": {"tag": "ParamSource", "contents": "pet_key"}, "decoder": {"tag": "Clear", "contents": True},
-             "serializer": {"tag": "Header", "contents": ["X-Pet-Key", "Key {{secret}}"]}},
-            {"source": {"tag": "Given", "contents": "q-secret"},
-             "serializer": {"tag": "Query", "contents": ["api_key", "{{secret}}"]}},
+            {
+                "source": {"tag": "ParamSource", "contents": "pet_key"},
+                "decoder": {"tag": "Clear", "contents": True},
+                "serializer": {"tag": "Header", "contents": ["X-Pet-Key", "Key {{secret}}"]},
+            },
+            {
+                "source": {"tag": "Given", "contents": "q-secret"},
+                "serializer": {"tag": "Query", "contents": ["api_key", "{{secret}}"]},
+            },
         ],
     )
     tools = {t.name: t for t in build_toolset(make_agent(tmp_path, openApiToolboxes=[box])).tools}
@@ -172,17 +184,29 @@ def test_a_call_sends_path_query_body_headers_token_and_secrets(tmp_path, upstre
 
 
 def test_an_upstream_error_body_comes_back_verbatim_as_a_tool_error(tmp_path, upstream):
-    tools = {t.name: t for t in build_toolset(make_agent(tmp_path, openApiToolboxes=[
-        _box(upstream, "petstore.json", Name="pets")])).tools}
+    tools = {
+        t.name: t
+        for t in build_toolset(
+            make_agent(tmp_path, openApiToolboxes=[_box(upstream, "petstore.json", Name="pets")])
+        ).tools
+    }
     result = tools["openapi_pets_getPetById"].call({"petId": "7"}, make_ctx())
     assert result.is_error
     assert result.response == f"Error: openapi_pets_getPetById: HTTP 404 Not Found\n{NOT_FOUND_BODY}"
 
 
 def test_a_param_secret_without_value_fails_the_call_without_a_request(tmp_path, upstream):
-    box = _box(upstream, "petstore.json", Name="pets", Secrets=[
-        {"source": {"tag": "ParamSource", "contents": "pet_key"},
-         "serializer": {"tag": "Header", "contents": ["X-Pet-Key", "{{secret}}"]}}])
+    box = _box(
+        upstream,
+        "petstore.json",
+        Name="pets",
+        Secrets=[
+            {
+                "source": {"tag": "ParamSource", "contents": "pet_key"},
+                "serializer": {"tag": "Header", "contents": ["X-Pet-Key", "{{secret}}"]},
+            }
+        ],
+    )
     tools = {t.name: t for t in build_toolset(make_agent(tmp_path, openApiToolboxes=[box])).tools}
     result = tools["openapi_pets_getPetById"].call({"petId": "42"}, make_ctx())
     assert (result.is_error, result.response) == (True, "Error: tool openapi_pets_getPetById is unavailable")
@@ -190,8 +214,12 @@ def test_a_param_secret_without_value_fails_the_call_without_a_request(tmp_path,
 
 
 def test_an_unreachable_service_is_a_tool_error(tmp_path, upstream):
-    tools = {t.name: t for t in build_toolset(make_agent(tmp_path, openApiToolboxes=[
-        _box(upstream, "petstore.json", Name="pets")])).tools}
+    tools = {
+        t.name: t
+        for t in build_toolset(
+            make_agent(tmp_path, openApiToolboxes=[_box(upstream, "petstore.json", Name="pets")])
+        ).tools
+    }
     upstream.stop()
     result = tools["openapi_pets_getPetById"].call({"petId": "42"}, make_ctx(timeout=5))
     assert result.is_error and result.response.startswith("Error: openapi_pets_getPetById: the request failed: ")
@@ -211,13 +239,40 @@ def test_a_file_spec_is_read_relative_to_the_agent(tmp_path, upstream):
         ({"SpecUrl": "http://x/a", "BaseUrl": "ftp://x"}, "openApiToolboxes[0].contents.BaseUrl must be an http"),
         ({"Headers": ["x"]}, "openApiToolboxes[0].contents.Headers must be an object"),
         ({"Token": "${NO_SUCH_VARIABLE_HERE}"}, "environment variable NO_SUCH_VARIABLE_HERE is not set"),
-        ({"Secrets": [{"source": {"tag": "EnvVar", "contents": "NO_SUCH_VARIABLE_HERE"},
-                       "serializer": {"tag": "Header", "contents": ["a", "b"]}}]},
-         "EnvVar NO_SUCH_VARIABLE_HERE is not set"),
-        ({"Secrets": [{"source": {"tag": "Given", "contents": "x"},
-                       "serializer": {"tag": "Cookie", "contents": ["a", "b"]}}]}, "serializer must be"),
-        ({"Secrets": [{"source": {"tag": "Given", "contents": "x"}, "decoder": {"tag": "Base64"},
-                       "serializer": {"tag": "Header", "contents": ["a", "b"]}}]}, "decoder: only"),
+        (
+            {
+                "Secrets": [
+                    {
+                        "source": {"tag": "EnvVar", "contents": "NO_SUCH_VARIABLE_HERE"},
+                        "serializer": {"tag": "Header", "contents": ["a", "b"]},
+                    }
+                ]
+            },
+            "EnvVar NO_SUCH_VARIABLE_HERE is not set",
+        ),
+        (
+            {
+                "Secrets": [
+                    {
+                        "source": {"tag": "Given", "contents": "x"},
+                        "serializer": {"tag": "Cookie", "contents": ["a", "b"]},
+                    }
+                ]
+            },
+            "serializer must be",
+        ),
+        (
+            {
+                "Secrets": [
+                    {
+                        "source": {"tag": "Given", "contents": "x"},
+                        "decoder": {"tag": "Base64"},
+                        "serializer": {"tag": "Header", "contents": ["a", "b"]},
+                    }
+                ]
+            },
+            "decoder: only",
+        ),
         ({"Activation": "sometimes"}, 'Activation must be "always" or'),
         ({"Bindings": [{"arg": "nope", "value": {"tag": "Literal", "contents": 1}}]}, "has an argument nope"),
     ],
@@ -245,13 +300,26 @@ def test_documents_that_cannot_be_fetched_or_used_are_load_errors(tmp_path, upst
     upstream.documents["/dangling"] = {
         "openapi": "3.0.0",
         "info": {"title": "t", "version": "1"},
-        "paths": {"/a": {"get": {"parameters": [{"$ref": "#/components/schemas/Nope"}],
-                                 "responses": {"200": {"description": "ok"}}}}},
+        "paths": {
+            "/a": {
+                "get": {
+                    "parameters": [{"$ref": "#/components/schemas/Nope"}],
+                    "responses": {"200": {"description": "ok"}},
+                }
+            }
+        },
     }
     if document == "/missing.json":
         upstream.documents.pop("/missing.json", None)
-    agent = make_agent(tmp_path, openApiToolboxes=[{"tag": "OpenAPIServer", "contents": {
-        "SpecUrl": upstream.url + document, "BaseUrl": upstream.url, "Name": "broken"}}])
+    agent = make_agent(
+        tmp_path,
+        openApiToolboxes=[
+            {
+                "tag": "OpenAPIServer",
+                "contents": {"SpecUrl": upstream.url + document, "BaseUrl": upstream.url, "Name": "broken"},
+            }
+        ],
+    )
     with pytest.raises(ToolBuildError) as raised:
         build_toolset(agent)
     [line] = raised.value.problems

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -111,15 +112,16 @@ def send(
     try:
         answer = httpx.request(
             method,
-            config.base_url + path,
-            params=[*query, *auth_query],
+            config.base_url + path + query_string([*query, *auth_query]),
             headers={**(headers or {}), **auth_headers},
             json=body if has_body else None,
             timeout=timeout,
         )
     except httpx.HTTPError as error:
-        log.warning("http tool call failed", extra={"kind": "tools.http_failed", "tool": tool, "method": method,
-                                                     "reason": type(error).__name__})
+        log.warning(
+            "http tool call failed",
+            extra={"kind": "tools.http_failed", "tool": tool, "method": method, "reason": type(error).__name__},
+        )
         return ToolResult.error(f"Error: {tool}: the request failed: {type(error).__name__}: {error}")
     log.info(
         "http tool call",
@@ -132,6 +134,14 @@ def send(
         },
     )
     return answer_result(tool, answer)
+
+
+def query_string(pairs: Sequence[tuple[str, str]]) -> str:
+    """``?a=1&b=2`` (empty without pairs), percent-encoded except for the characters PostgREST's
+    grammar is written with (``, ( ) * : .``), so that a URL reads as its documentation shows it."""
+    if not pairs:
+        return ""
+    return "?" + urlencode(list(pairs), safe=",()*:.", quote_via=quote)
 
 
 def answer_result(tool: str, answer: httpx.Response) -> ToolResult:

@@ -218,9 +218,7 @@ def parse_http_toolbox(
         base_url=base_url.rstrip("/"),
         headers=tuple((str(k), _expand(v, f"{inner}.Headers.{k}")) for k, v in headers.items()),
         token=_expand(token, f"{inner}.Token") if token is not None else None,
-        secrets=tuple(
-            _secret(s, f"{inner}.Secrets[{i}]", base_dir, api_keys or {}) for i, s in enumerate(secrets)
-        ),
+        secrets=tuple(_secret(s, f"{inner}.Secrets[{i}]", base_dir, api_keys or {}) for i, s in enumerate(secrets)),
         bindings=tuple(bindings),
         activation=activation,
     )

@@ -53,9 +53,14 @@ def http_configs(
     for key, tag, label in KINDS:
         for index, entry in enumerate(getattr(spec, key) or []):
             try:
-                configs.append((label, parse_http_toolbox(
-                    entry, f"{key}[{index}]", tag=tag, base_dir=base_dir, api_keys=api_keys, resolve=resolve
-                )))
+                configs.append(
+                    (
+                        label,
+                        parse_http_toolbox(
+                            entry, f"{key}[{index}]", tag=tag, base_dir=base_dir, api_keys=api_keys, resolve=resolve
+                        ),
+                    )
+                )
             except HttpToolboxError as error:
                 problems.append(str(error))
     return configs, problems

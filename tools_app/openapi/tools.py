@@ -99,9 +99,11 @@ def operations(document: Mapping[str, Any]) -> list[Operation]:
                     continue
                 if where not in ("path", "query", "header"):
                     continue
-                schema = dict(parameter.get("schema") or {k: v for k, v in parameter.items() if k in ("type", "items",
-                                                                                                      "enum", "format")}
-                              or _PLAIN_SCHEMA)
+                schema = dict(
+                    parameter.get("schema")
+                    or {k: v for k, v in parameter.items() if k in ("type", "items", "enum", "format")}
+                    or _PLAIN_SCHEMA
+                )
                 if parameter.get("description"):
                     schema["description"] = parameter["description"]
                 properties[name] = schema

@@ -44,8 +44,7 @@ WRITE_PREFER = "return=representation"
 def _group_schemas(table: str, columns: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     column_names = ", ".join(columns) or "none listed"
     filter_help = (
-        "PostgREST filter expression, e.g. eq.5, neq.x, gt.1, in.(1,2), like.*a*, is.null; "
-        "a list repeats the column"
+        "PostgREST filter expression, e.g. eq.5, neq.x, gt.1, in.(1,2), like.*a*, is.null; a list repeats the column"
     )
     return {
         "filters": {
@@ -119,8 +118,9 @@ def query_of(method: str, arguments: Mapping[str, Any]) -> list[tuple[str, str]]
 class PostgrestTool(Tool):
     """One method on one table of a PostgREST toolbox (see the module docstring)."""
 
-    def __init__(self, config: HttpToolboxConfig, table: str, method: str, columns: Mapping[str, Any],
-                 description: str) -> None:
+    def __init__(
+        self, config: HttpToolboxConfig, table: str, method: str, columns: Mapping[str, Any], description: str
+    ) -> None:
         self.config = config
         self.table = table
         self.method = method
@@ -188,4 +188,3 @@ def postgrest_tools(config: HttpToolboxConfig, document: Mapping[str, Any]) -> l
             text = f"{_VERBS[method]} the {table} table" + (f": {summary}" if summary else "")
             tools.append(PostgrestTool(config, table, method, columns, text))
     return tools
-
