@@ -126,7 +126,7 @@ def hidden_text(tool: Tool) -> str:
     if gate.startswith("group:"):
         how = f'call {ACTIVATE_NAME} with {{"toolgroup": "{gate.removeprefix("group:")}"}} first'
     elif gate.startswith("skill:"):
-        how = f"enable the skill {gate.removeprefix('skill:')} first"
+        how = f"call skill_enable_{gate.removeprefix('skill:')} first"
     else:
         how = "it is not available in this session"
     return f"Error: tool {tool.name} is not active: {how}"

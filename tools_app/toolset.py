@@ -3,12 +3,13 @@
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
 ``toolDirectory`` and ``bashToolboxes``, the tools of its built-in toolboxes and of its MCP
 servers, with LLM-valid, unique wire names. Toolbox kinds this
-server does not implement yet make the build fail with one line per offending entry, so an agent
+server does not know make the build fail with one line per offending entry, so an agent
 never runs with a silently smaller tool list.
 
 What is fatal and what is only a warning:
 
-* fatal (:class:`ToolBuildError`): an unsupported toolbox kind; an ``Activation`` of another
+* fatal (:class:`ToolBuildError`): a skill source or skill that cannot be read, an unknown
+  ``autoEnableSkills`` name; an ``Activation`` of another
   shape; an HTTP toolbox whose entry or document cannot be used (tools_app/openapi); a ``bashToolboxes``
   path that is missing (directory, or ``SingleTool`` file) or not executable; two tools with the
   same name; an ``mcpServers`` entry that cannot be read, whose server does not start, or that
@@ -56,6 +57,7 @@ from .mcp.config import McpConfigError, parse_server
 from .mcp.toolbox import McpToolbox
 from .names import ToolNameMap
 from .openapi.loading import load_http_tools
+from .skills.tools import auto_enabled, load_skills, skill_tools
 
 log = logging.getLogger("tools.toolset")
 
@@ -260,20 +262,6 @@ class ToolSet:
         return result
 
 
-def _unsupported(spec: AgentSpec) -> list[str]:
-    """One line per configured toolbox whose kind this server does not run yet."""
-    problems: list[str] = []
-    kinds = [
-        ("skillSources", spec.skillSources, "skill sources"),
-    ]
-    for key, entries, noun in kinds:
-        for index, entry in enumerate(entries or []):
-            tag = getattr(entry, "tag", None) or (entry.get("tag") if isinstance(entry, dict) else None)
-            label = f"{tag} {noun}" if tag else f"{key} entries"
-            problems.append(f"{key}[{index}]: {label} are not supported by this server yet")
-    return problems
-
-
 def build_toolset(
     agent: _AgentLike, params: Mapping[str, ParamValue] | None = None, api_keys: Mapping[str, str] | None = None
 ) -> ToolSet:
@@ -286,8 +274,9 @@ def build_toolset(
     Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
     (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
     ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``), then the OpenAPI and
-    PostgREST toolboxes (their documents fetched now, ``tools_app.openapi``), then the meta tools
-    of the on-demand tool groups (``tools_app.activation``). Paths go through
+    PostgREST toolboxes (their documents fetched now, ``tools_app.openapi``), then the skills of
+    ``skillSources`` (repositories cloned now, ``tools_app.skills``), then the meta tools of the
+    on-demand tool groups (``tools_app.activation``). Paths go through
     ``agent.resolve`` (relative to the agent file's directory). Bash tools get the wire name
     ``bash_<slug>``; every name is normalized if an LLM API would reject it.
     Then each ``mcpServers`` entry: its server is started (once per agent and process) and its
@@ -299,7 +288,7 @@ def build_toolset(
         ToolBuildError: listing every fatal problem found (see the module docstring).
     """
     spec = agent.spec
-    problems = _unsupported(spec)
+    problems: list[str] = []
     warnings: list[str] = []
     loaded: list[tuple[str, BashTool]] = []  # (where it came from, tool)
 
@@ -359,13 +348,18 @@ def build_toolset(
         spec, base_dir=agent.base_dir, api_keys=api_keys, resolve=agent.resolve
     )
     problems.extend(http_problems)
+    skills, skill_warnings, skill_problems = load_skills(spec.skillSources, agent.resolve)
+    warnings.extend(skill_warnings)
+    problems.extend(skill_problems)
+    initial_gates, auto_problems = auto_enabled(spec.autoEnableSkills, skills)
+    problems.extend(auto_problems if not skill_problems else [])
     live = _mcp_toolboxes(agent, problems, params or {})
     if problems:
         raise ToolBuildError(problems)
 
     gated = [tool.gate for tool in [*unique, *builtin, *http]] + [box.gate for box in live]
     groups = [gate.removeprefix("group:") for gate in gated if gate and gate.startswith("group:")]
-    tools: list[Tool] = [*unique, *builtin, *http, *meta_tools(groups)]
+    tools: list[Tool] = [*unique, *builtin, *http, *skill_tools(skills), *meta_tools(groups)]
     names = ToolNameMap.build(tool.original_name for tool in tools)
     for tool in tools:
         wire = names.normalized(tool.original_name)
@@ -379,7 +373,9 @@ def build_toolset(
     tools, binder = _bind(spec, tools, origins, live, problems, notices)
     if problems:
         raise ToolBuildError(problems)
-    return ToolSet(tools=tools, warnings=warnings, notices=notices, live=list(live), binder=binder)
+    return ToolSet(
+        tools=tools, warnings=warnings, notices=notices, live=list(live), binder=binder, initial_gates=initial_gates
+    )
 
 
 def _bind(
