@@ -16,7 +16,8 @@ What is fatal and what is only a warning:
   does not list its tools in time (tools_app/mcp); a binding that cannot apply (``tools_app.bound``).
 * warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation,
   docs/tools.md §3.2); a missing ``toolDirectory`` (it also holds sub-agent files and is often declared without tools);
-  a name rewritten to be LLM-valid; a bound argument named in
+  a name rewritten to be LLM-valid (a notice for an OpenAPI or PostgREST name, rewritten as
+  documented); a bound argument named in
   its tool's description; an agent binding that matches no tool yet, when MCP servers may list it later.
 
 Bindings (docs/tools.md §8): a bash toolbox's ``Bindings`` apply to its tools, matched by their
@@ -57,6 +58,8 @@ from .mcp.config import McpConfigError, parse_server
 from .mcp.toolbox import McpToolbox
 from .names import ToolNameMap
 from .openapi.loading import load_http_tools
+from .openapi.tools import OpenApiTool
+from .postgrest.tools import PostgrestTool
 from .skills.tools import auto_enabled, load_skills, skill_tools
 
 log = logging.getLogger("tools.toolset")
@@ -365,8 +368,12 @@ def build_toolset(
         wire = names.normalized(tool.original_name)
         assert wire is not None
         if wire != tool.original_name:
-            where = getattr(tool, "path", None) or "builtinToolboxes"
-            warnings.append(f"{where}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}")
+            renamed = f"tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}"
+            if isinstance(tool, OpenApiTool | PostgrestTool):
+                # operation ids and table names are the API's, not the agent author's: expected, not a fault
+                http_notices.append(f"{tool.config.where}: {renamed}")
+            else:
+                warnings.append(f"{getattr(tool, 'path', None) or 'builtinToolboxes'}: {renamed}")
         tool.name = wire
     origins = {id(tool): where for where, tool in loaded}
     notices: list[str] = list(http_notices)
