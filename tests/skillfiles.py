@@ -16,7 +16,7 @@ def write_skill(root: Path, name: str, *, description: str = "Works with PDF fil
         f"---\nname: {name}\ndescription: {description}\nlicense: MIT\nmetadata:\n  author: team-pdf\n"
         f'  version: "1.0"\n---\n# {name}\n\nEnable the skill, then extract text.\n'
     )
-    (directory / "references" / "api-docs.md").write_text(f"The {name} reference.\n")
+    (directory / "references" / "api-notes.txt").write_text(f"The {name} reference.\n")
     write_tool(
         directory / "scripts",
         "extract-text.sh",

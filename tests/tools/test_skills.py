@@ -34,7 +34,7 @@ def test_a_skill_is_read_from_its_directory(tmp_path):
     assert (skill.name, skill.description, skill.license) == ("pdf-tools", "Works with PDF files", "MIT")
     assert skill.metadata == {"author": "team-pdf", "version": "1.0"}
     assert skill.instructions.startswith("# pdf-tools\n\nEnable the skill")
-    assert [s.path.name for s in skill.scripts] == ["extract-text.sh"] and skill.references == ["api-docs.md"]
+    assert [s.path.name for s in skill.scripts] == ["extract-text.sh"] and skill.references == ["api-notes.txt"]
 
 
 @pytest.mark.parametrize(
@@ -95,13 +95,13 @@ def test_the_meta_tools_answer(tmp_path):
     }
     described = tools["skill_describe_pdf-tools"].call({}, ctx).response["content"]
     assert described["tools"] == [{"name": SCRIPT, "description": "Extracts the text of a PDF file"}]
-    assert (described["references"], described["license"]) == (["api-docs.md"], "MIT")
+    assert (described["references"], described["license"]) == (["api-notes.txt"], "MIT")
     assert "Enable the skill" in described["instructions"]
-    assert tools["skill_describe_pdf-tools"].call({"reference": "api-docs.md"}, ctx).response == (
+    assert tools["skill_describe_pdf-tools"].call({"reference": "api-notes.txt"}, ctx).response == (
         "The pdf-tools reference.\n"
     )
     refused = tools["skill_describe_pdf-tools"].call({"reference": "../SKILL.md"}, ctx)
-    assert refused.is_error and "no reference '../SKILL.md'; references: api-docs.md" in refused.response
+    assert refused.is_error and "no reference '../SKILL.md'; references: api-notes.txt" in refused.response
     assert tools["skill_enable_pdf-tools"].call({}, ctx).response == f"Skill 'pdf-tools' enabled; its tools: {SCRIPT}"
     assert tools["skill_disable_pdf-tools"].call({}, ctx).response == "Skill 'pdf-tools' disabled"
     assert tools[SCRIPT].call({"file": "a.pdf"}, ctx).response == "v1 text of a.pdf\n"
