@@ -17,7 +17,7 @@ from agents_app.narrowing import helper_tools
 from agents_app.parameters import AgentParameters, ParamValue
 from agents_app.registry import get_registry
 from agentsite.errors import UnknownAgent
-from tools_app.activation import History
+from tools_app.activation import HistorySource
 from tools_app.base import VisibleParams
 from tools_app.policy import ToolCallPolicy
 from tools_app.subagent import SubAgentTool
@@ -65,13 +65,13 @@ class RuntimeAgent:
         """The system prompt text."""
         return self.loaded.spec.system_prompt_text()
 
-    def system_tools(self, params: VisibleParams = None, history: History | None = None) -> list[dict[str, Any]]:
+    def system_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
         """The ``userTools`` entries stored on each user turn (``params``: the session's values,
         which hide the exposed arguments they bind; ``history``: the session's answered calls,
         which open gated tools, ``tools_app.activation``)."""
         return self.toolset.system_tools(params, history)
 
-    def openai_tools(self, params: VisibleParams = None, history: History | None = None) -> list[dict[str, Any]]:
+    def openai_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
         """The ``tools`` of a chat-completions request (arguments as for :meth:`system_tools`)."""
         return self.toolset.openai_tools(params, history)
 

@@ -8,6 +8,7 @@ the version and the lease.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
@@ -172,7 +173,7 @@ def step(
             spec=agent.loaded.spec,
             api_key=agent.api_key_for(owner),
             messages=doc.openai_messages(document, agent.system_prompt),
-            tools=params.tools(agent).openai_tools(params.visible, doc.answered_calls(document)),
+            tools=params.tools(agent).openai_tools(params.visible, functools.partial(doc.answered_calls, document)),
             timeout=settings.AGENTS["LLM_TIMEOUT"],
             on_text_delta=on_text_delta,
         )
@@ -289,7 +290,7 @@ def _run_calls(
     session_id = str(session.pk)
     turn_id = document.get("turnId") or ""
     tools = params.tools(agent)
-    history = doc.answered_calls(document)
+    history = functools.cache(functools.partial(doc.answered_calls, document))
     hidden = tools.hidden(history)
     for index, call in enumerate(doc.tool_calls_of(head["contents"])):
         name = (call.get("function") or {}).get("name") or ""

@@ -9,6 +9,7 @@ the version and by the lease.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -167,7 +168,7 @@ def _loop(session_id: uuid.UUID, heartbeat: RunWatch) -> None:
                     document,
                     unread,
                     system_prompt=agent.system_prompt,
-                    system_tools=tools.system_tools(held.visible, doc.answered_calls(document)),
+                    system_tools=tools.system_tools(held.visible, functools.partial(doc.answered_calls, document)),
                     in_tool_result=agent.loaded.spec.mailInToolResult,
                 )
                 signals.interrupt.clear()

@@ -16,7 +16,7 @@ forks. Every tool that opens or closes a gate says so through :meth:`Tool.gate_s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agents_app.schema import Activation, ActivationError, parse_activation
@@ -30,8 +30,20 @@ META_NAMES = (ACTIVATE_NAME, DEACTIVATE_NAME, DISCOVER_NAME)
 
 #: A session's answered tool calls, oldest first: ``(call, response)`` in document form.
 History = Sequence[tuple[Mapping[str, Any], Any]]
+#: The history, or a function that reads it: only toolsets with gated tools read it, and reading
+#: it walks every turn of the session.
+HistorySource = History | Callable[[], History] | None
 
-__all__ = ["Activation", "ActivationError", "History", "hidden_text", "meta_tools", "open_gates", "parse_activation"]
+__all__ = [
+    "Activation",
+    "ActivationError",
+    "History",
+    "HistorySource",
+    "hidden_text",
+    "meta_tools",
+    "open_gates",
+    "parse_activation",
+]
 
 
 def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 from agents_app.parameters import ParamValue
 from agents_app.schema import ActivationError, AgentSpec, parse_activation
 
-from .activation import History, meta_tools, open_gates
+from .activation import HistorySource, meta_tools, open_gates
 from .base import Tool, VisibleParams
 from .bash.loading import BashToolLoadError, load_bash_directory, load_single_tool
 from .bash.protocol import DescribeError
@@ -190,27 +190,29 @@ class ToolSet:
         self.refresh()
         return self._names.original(wire_name)
 
-    def visible(self, history: History | None = None) -> list[Tool]:
+    def visible(self, history: HistorySource = None) -> list[Tool]:
         """The tools the model sees after ``history`` (the session's answered calls, oldest
-        first): the ungated ones, and the gated ones whose gate is open (``tools_app.activation``)."""
+        first, or a function giving them, called only when some tool is gated): the ungated ones,
+        and the gated ones whose gate is open (``tools_app.activation``)."""
         self.refresh()
         if not any(tool.gate for tool in self.tools):
             return list(self.tools)
-        gates = open_gates(history, self._by_name, self.initial_gates)
+        calls = history() if callable(history) else history
+        gates = open_gates(calls, self._by_name, self.initial_gates)
         return [tool for tool in self.tools if tool.gate is None or tool.gate in gates]
 
-    def hidden(self, history: History | None = None) -> set[str]:
+    def hidden(self, history: HistorySource = None) -> set[str]:
         """The wire names of the tools the model does not see after ``history``."""
         shown = {tool.name for tool in self.visible(history)}
         return {tool.name for tool in self.tools if tool.name not in shown}
 
-    def openai_tools(self, params: VisibleParams = None, history: History | None = None) -> list[dict[str, Any]]:
+    def openai_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
         """The ``tools`` list of a chat-completions request: the tools :meth:`visible` after
         ``history``; ``params`` (the session's values) hide the exposed arguments that have a value
         (``tools_app.bound``)."""
         return [tool.openai_tool(params) for tool in self.visible(history)]
 
-    def system_tools(self, params: VisibleParams = None, history: History | None = None) -> list[dict[str, Any]]:
+    def system_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
         """The ``userTools`` list stored in a session's user turn (arguments as for :meth:`openai_tools`)."""
         return [tool.system_tool(params) for tool in self.visible(history)]
 

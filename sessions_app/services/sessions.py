@@ -6,6 +6,7 @@ A change that starts a run writes the change and requests the run (``status=runn
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -201,7 +202,7 @@ def message_post(
             if not active:
                 session = after_mail(session, envelope)
             return session
-        tools = agent.system_tools(agent.resolve_params(given), doc.answered_calls(document))
+        tools = agent.system_tools(agent.resolve_params(given), functools.partial(doc.answered_calls, document))
         turn = doc.user_turn(agent.system_prompt, tools, query)
         document = doc.push_turn(document, turn)
         if run == "none":
