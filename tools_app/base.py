@@ -2,7 +2,7 @@
 
 A :class:`Tool` is what the session engine sees: a wire name, a description and a JSON schema to
 declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash, the built-in
-toolboxes, sub-agents; MCP and OpenAPI later) is a factory of such objects, and policies, bindings or async execution
+toolboxes, MCP, OpenAPI, PostgREST, skills, sub-agents) is a factory of such objects, and policies, bindings or async execution
 wrap :meth:`Tool.call` rather than the toolbox.
 
 The output cap (README, "Tool output") lives here so that every tool kind gets it: a tool kind

@@ -107,3 +107,26 @@ def test_the_meta_tools_answer_as_agents_exe_did():
     refused = activate.call({}, ctx)
     assert refused.is_error and refused.response.startswith("Error: meta_activate_tool: unknown toolgroup None")
     assert meta_tools([]) == []
+
+
+def test_an_mcp_servers_tools_are_gated_too(tmp_path):
+    from tests.tools.test_mcp import demo_entry
+
+    entry = demo_entry("gated")
+    entry["contents"]["Activation"] = {"tag": "on-demand", "toolgroup": "demo"}
+    toolset = build_toolset(make_agent(tmp_path, mcpServers=[entry]))
+    listed = [name for name in toolset.names() if name.startswith("mcp_gated_")]
+    assert listed and all(toolset.get(name).gate == "group:demo" for name in listed)
+    assert [t["function"]["name"] for t in toolset.openai_tools()] == [
+        "meta_activate_tool",
+        "meta_deactivate_tool",
+        "meta_discover_tools",
+    ]
+    opened = [(_call("meta_activate_tool", toolgroup="demo"), "Toolgroup 'demo' activated")]
+    assert toolset.hidden(opened) == set()
+    entry["contents"]["Activation"] = {"tag": "on-demand"}
+    with pytest.raises(ToolBuildError) as raised:
+        build_toolset(make_agent(tmp_path, mcpServers=[demo_entry("other") | {"contents": entry["contents"]}]))
+    assert raised.value.problems == [
+        'mcpServers[0].contents.Activation must be "always" or {"tag": "on-demand", "toolgroup": <name>}'
+    ]

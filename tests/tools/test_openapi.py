@@ -333,3 +333,19 @@ def test_document_errors_name_what_is_wrong():
         parse_document("{: [", "doc")
     yaml_document = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths: {}\n"
     assert parse_document(yaml_document, "doc")["paths"] == {}
+
+
+def test_bindings_fill_arguments_by_operation_id_from_parameters(tmp_path, upstream):
+    box = _box(
+        upstream,
+        "petstore.json",
+        Name="pets",
+        Bindings=[{"tool": "getPetById", "arg": "petId", "value": {"tag": "Param", "contents": "pet"}}],
+    )
+    agent = make_agent(tmp_path, openApiToolboxes=[box], parameters=[{"name": "pet", "scope": "session"}])
+    tools = {t.name: t for t in build_toolset(agent).tools}
+    assert tools["openapi_pets_getPetById"].parameters["properties"] == {}
+    assert "petId" in tools["openapi_pets_deletePet"].parameters["properties"]
+    result = tools["openapi_pets_getPetById"].call({"petId": "7"}, make_ctx(params={"pet": ParamValue("42")}))
+    assert result.response["content"]["id"] == 42
+    assert upstream.seen()[-1].target == "/pets/42"
