@@ -2,8 +2,8 @@
 
 A :class:`Tool` is what the session engine sees: a wire name, a description and a JSON schema to
 declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash, the built-in
-toolboxes, MCP, OpenAPI, PostgREST, skills, sub-agents) is a factory of such objects, and policies, bindings or async execution
-wrap :meth:`Tool.call` rather than the toolbox.
+toolboxes, MCP, OpenAPI, PostgREST, skills, sub-agents) is a factory of such objects, and
+policies, bindings or async execution wrap :meth:`Tool.call` rather than the toolbox.
 
 The output cap (README, "Tool output") lives here so that every tool kind gets it: a tool kind
 implements :meth:`Tool.run`, and :meth:`Tool.call` runs it and passes the result through
