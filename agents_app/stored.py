@@ -125,8 +125,8 @@ def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
 
 
 def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
-    """Every path relative and inside the files (docs/api.md §12.2), built-in toolboxes' and
-    sandboxes' included; bash toolboxes without ``root``.
+    """Every path relative and inside the files (docs/api.md §12.2), built-in toolboxes',
+    sandboxes' and OpenAPI secrets' ``FileSystem`` sources included; bash toolboxes without ``root``.
 
     Raises:
         ApiError: 400 ``agent_invalid_paths`` listing every bad path.
@@ -164,6 +164,17 @@ def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
         problem = _path_problem(value, where, file=False)
         if problem:
             problems.append(problem)
+    boxes = contents.get("openApiToolboxes")
+    for index, box in enumerate(boxes if isinstance(boxes, list) else []):
+        inner = box.get("contents") if isinstance(box, dict) and isinstance(box.get("contents"), dict) else {}
+        secrets = inner.get("Secrets")
+        for number, secret in enumerate(secrets if isinstance(secrets, list) else []):
+            source = secret.get("source") if isinstance(secret, dict) else None
+            if isinstance(source, dict) and source.get("tag") == "FileSystem":
+                where = f"openApiToolboxes[{index}].contents.Secrets[{number}].source"
+                problem = _path_problem(source.get("contents"), where, file=True)
+                if problem:
+                    problems.append(problem)
     declared = contents.get("parameters")
     for index, decl in enumerate(declared if isinstance(declared, list) else []):
         default = decl.get("default") if isinstance(decl, dict) else None

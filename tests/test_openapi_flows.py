@@ -190,3 +190,18 @@ def test_a_stored_agent_names_its_openapi_document_by_url(
     )
     assert (refused.status_code, refused.json()["error"]) == (400, "agent_uses_files")
     assert "SpecUrl must be an http:// or https:// URL" in refused.json()["message"]
+    box = _toolbox(upstream)
+    box["contents"]["Secrets"].append(
+        {
+            "source": {"tag": "FileSystem", "contents": "/etc/hostname"},
+            "serializer": {"tag": "Header", "contents": ["X-Host", "{{secret}}"]},
+        }
+    )
+    refused = server.client.put(
+        "/v1/agents/storedpets", headers=owner("root"), content=json.dumps({**body, "openApiToolboxes": [box]})
+    )
+    assert (refused.status_code, refused.json()["error"]) == (400, "agent_invalid_paths")
+    assert "openApiToolboxes[0].contents.Secrets[1].source" in refused.json()["message"]
+    # what was stored first is still there, unchanged
+    kept = server.client.get("/v1/agents/storedpets", headers=owner("root")).json()
+    assert kept["config"]["openApiToolboxes"] == [_toolbox(upstream)]
