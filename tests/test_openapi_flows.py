@@ -205,3 +205,30 @@ def test_a_stored_agent_names_its_openapi_document_by_url(
     # what was stored first is still there, unchanged
     kept = server.client.get("/v1/agents/storedpets", headers=owner("root")).json()
     assert kept["config"]["openApiToolboxes"] == [_toolbox(upstream)]
+
+
+def test_scaled_out_a_worker_calls_the_petstore_with_the_sessions_secret(
+    tmp_path: Path,
+    upstream: Upstream,
+    llm_server: Callable[..., MockLlmServer],
+    start_server: Callable[..., Server],
+    start_worker: Callable[..., Any],
+    postgres_url: str,
+    redis_url: str,
+) -> None:
+    llm = llm_server(SCRIPT)
+    agent = write_agent(
+        tmp_path,
+        "petshop",
+        llm.url,
+        openApiToolboxes=[_toolbox(upstream)],
+        parameters=[{"name": "pet_key", "secret": True, "scope": "session"}],
+    )
+    env = {"REDIS_URL": redis_url}
+    server = start_server([agent], db=postgres_url, env=env)
+    worker = start_worker([agent], db=postgres_url, env=env)
+    found = _session(server, "PET-42 please")
+    assert _results(server, found) == [{"type": "json", "content": {"id": 42, "name": "Rex", "tag": "dog"}}]
+    [request] = upstream.seen()
+    assert request.headers["x-pet-key"] == f"Key {SECRET}"
+    assert SECRET not in server.process.output() and SECRET not in worker.process.output()
