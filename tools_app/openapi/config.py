@@ -9,6 +9,7 @@ request (``tools_app.openapi.http``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -148,7 +149,7 @@ def _secret(entry: Any, where: str, base_dir: Path, api_keys: Mapping[str, str])
     resolved = resolve_default(parsed, base_dir=base_dir, api_keys=api_keys)
     if not resolved.resolved:
         raise HttpToolboxError(f"{where}.source: {resolved.problem}")
-    value = resolved.value if isinstance(resolved.value, str) else str(resolved.value)
+    value = resolved.value if isinstance(resolved.value, str) else json.dumps(resolved.value)
     return Secret(kind, name, template, value=value)
 
 

@@ -74,6 +74,16 @@ def _body_schema(operation: Mapping[str, Any], swagger_body: Mapping[str, Any] |
     return schema, bool(request.get("required"))
 
 
+def _parameter_schema(parameter: Mapping[str, Any]) -> dict[str, Any]:
+    """A parameter's schema: OpenAPI 3's ``schema``, or Swagger 2's inline ``type``, ``items``,
+    ``enum`` and ``format`` (a string when it has none), with its description."""
+    inline = {key: value for key, value in parameter.items() if key in ("type", "items", "enum", "format")}
+    schema = dict(parameter.get("schema") or inline or _PLAIN_SCHEMA)
+    if parameter.get("description"):
+        schema["description"] = parameter["description"]
+    return schema
+
+
 def operations(document: Mapping[str, Any]) -> list[Operation]:
     """Every operation of a dereferenced document, in the document's order."""
     found: list[Operation] = []
@@ -99,14 +109,7 @@ def operations(document: Mapping[str, Any]) -> list[Operation]:
                     continue
                 if where not in ("path", "query", "header"):
                     continue
-                schema = dict(
-                    parameter.get("schema")
-                    or {k: v for k, v in parameter.items() if k in ("type", "items", "enum", "format")}
-                    or _PLAIN_SCHEMA
-                )
-                if parameter.get("description"):
-                    schema["description"] = parameter["description"]
-                properties[name] = schema
+                properties[name] = _parameter_schema(parameter)
                 kept.append((name, where))
                 if where == "path" or parameter.get("required"):
                     required.append(name)
