@@ -21,6 +21,7 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
+from .calls import http_client
 from .config import is_remote
 
 #: Seconds the document may take to arrive.
@@ -45,7 +46,7 @@ def fetch_text(url: str, headers: Mapping[str, str], params: Mapping[str, str]) 
         except (OSError, UnicodeDecodeError) as error:
             raise DocumentError(f"cannot read {url}: {type(error).__name__}") from None
     try:
-        answer = httpx.get(url, headers=dict(headers), params=dict(params), timeout=FETCH_TIMEOUT)
+        answer = http_client().get(url, headers=dict(headers), params=dict(params), timeout=FETCH_TIMEOUT)
     except httpx.HTTPError as error:
         raise DocumentError(f"cannot fetch {url}: {type(error).__name__}: {error}") from None
     if answer.status_code >= 400:
