@@ -10,7 +10,7 @@ the *gate* ``group:G`` and stay out of the model's tool list until the model cal
 Nothing is stored besides the session's turns: which gates are open is a fold over the session's
 answered tool calls, oldest first (:func:`open_gates`), so it survives restarts and is inherited by
 forks. Every tool that opens or closes a gate says so through :meth:`Tool.gate_switch`.
-:class:`Activation` and :func:`parse_activation` live with the agent-file schema.
+``Activation`` and ``parse_activation`` live with the agent-file schema (``agents_app.schema``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
-
-from agents_app.schema import Activation, ActivationError, parse_activation
 
 from .base import Tool, ToolContext, ToolResult
 
@@ -34,16 +32,6 @@ History = Sequence[tuple[Mapping[str, Any], Any]]
 #: it walks every turn of the session.
 HistorySource = History | Callable[[], History] | None
 
-__all__ = [
-    "Activation",
-    "ActivationError",
-    "History",
-    "HistorySource",
-    "hidden_text",
-    "meta_tools",
-    "open_gates",
-    "parse_activation",
-]
 
 
 def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,9 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from agents_app.parameters import resolve_default
-from agents_app.schema import Binding, SecretSource
-
-from ..activation import Activation, ActivationError, parse_activation
+from agents_app.schema import Activation, ActivationError, Binding, SecretSource, parse_activation
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SERIALIZERS = ("Header", "Query")
