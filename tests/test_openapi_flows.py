@@ -60,6 +60,12 @@ def _toolbox(upstream: Upstream) -> dict[str, Any]:
     }
 
 
+def _petshop(tmp_path: Path, llm_url: str, box: dict[str, Any], *, required: bool = True) -> Path:
+    """The agent file of the tests: the toolbox ``box`` and its secret session parameter."""
+    parameter = {"name": "pet_key", "secret": True, "scope": "session", "required": required}
+    return write_agent(tmp_path, "petshop", llm_url, openApiToolboxes=[box], parameters=[parameter])
+
+
 def _results(server: Server, session_id: str, headers: dict[str, str] | None = None) -> list[Any]:
     turns = server.client.get(f"/v1/sessions/{session_id}", headers=headers).json()["session"]["turns"]
     return [
@@ -86,13 +92,7 @@ def test_a_session_calls_the_petstore_with_its_secret_and_reads_a_404_verbatim(
     start_server: Callable[..., Server],
 ) -> None:
     llm = llm_server(SCRIPT)
-    agent = write_agent(
-        tmp_path,
-        "petshop",
-        llm.url,
-        openApiToolboxes=[_toolbox(upstream)],
-        parameters=[{"name": "pet_key", "secret": True, "scope": "session"}],
-    )
+    agent = _petshop(tmp_path, llm.url, _toolbox(upstream))
     server = start_server([agent], env={"AGENTS_LOG_LEVEL": "DEBUG"})
     assert server.client.get("/v1/agents/petshop").json()["tools"] == [
         "openapi_pets_listPets",
@@ -126,13 +126,7 @@ def test_a_session_without_the_secret_parameter_calls_nothing(
     start_server: Callable[..., Server],
 ) -> None:
     llm = llm_server(SCRIPT)
-    agent = write_agent(
-        tmp_path,
-        "petshop",
-        llm.url,
-        openApiToolboxes=[_toolbox(upstream)],
-        parameters=[{"name": "pet_key", "secret": True, "scope": "session", "required": False}],
-    )
+    agent = _petshop(tmp_path, llm.url, _toolbox(upstream), required=False)
     server = start_server([agent])
     answer = server.client.post("/v1/sessions?wait=true", content=json.dumps({"agent": "petshop", "prompt": "PET-42"}))
     assert answer.status_code == 201, answer.text
@@ -146,13 +140,7 @@ def test_a_document_that_cannot_be_fetched_stops_the_server_naming_the_toolbox(
     llm = llm_server(SCRIPT)
     box = _toolbox(upstream)
     box["contents"]["SpecUrl"] = f"{upstream.url}/gone.json"
-    agent = write_agent(
-        tmp_path,
-        "petshop",
-        llm.url,
-        openApiToolboxes=[box],
-        parameters=[{"name": "pet_key", "secret": True, "scope": "session"}],
-    )
+    agent = _petshop(tmp_path, llm.url, box)
     with pytest.raises(RuntimeError) as failed:
         Server([agent], tmp_path)
     assert "openApiToolboxes[0]: the OpenAPI document of toolbox 'pets': cannot fetch" in str(failed.value)
@@ -217,13 +205,7 @@ def test_scaled_out_a_worker_calls_the_petstore_with_the_sessions_secret(
     redis_url: str,
 ) -> None:
     llm = llm_server(SCRIPT)
-    agent = write_agent(
-        tmp_path,
-        "petshop",
-        llm.url,
-        openApiToolboxes=[_toolbox(upstream)],
-        parameters=[{"name": "pet_key", "secret": True, "scope": "session"}],
-    )
+    agent = _petshop(tmp_path, llm.url, _toolbox(upstream))
     env = {"REDIS_URL": redis_url}
     server = start_server([agent], db=postgres_url, env=env)
     worker = start_worker([agent], db=postgres_url, env=env)
