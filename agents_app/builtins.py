@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents_app.schema import ActivationError, parse_activation
+
 #: The size limit of a sandbox that does not set ``fsbMaxFileSize`` (50 MiB), and of attach-file.
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 
@@ -355,9 +357,11 @@ def _parse_entry(
     extra = sorted(config.model_extra or {})
     if "Bindings" in extra:
         problems.append(f"{label}: Bindings on built-in toolboxes are not supported by this server yet")
-    if "Activation" in extra:
-        warnings.append(f"{label}: Activation ignored, the tools are always visible")
-    ignored = [key for key in extra if key not in ("Bindings", "Activation")]
+    try:
+        parse_activation(config.model_extra or {})
+    except ActivationError as error:
+        problems.append(f"{label}: {error}")
+    ignored = [key for key in extra if key not in ("Bindings", "Activation", "activation")]
     if ignored:
         warnings.append(f"{label}: unknown keys ignored: {', '.join(ignored)}")
     if isinstance(config, SqliteConfig):

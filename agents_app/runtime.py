@@ -17,6 +17,7 @@ from agents_app.narrowing import helper_tools
 from agents_app.parameters import AgentParameters, ParamValue
 from agents_app.registry import get_registry
 from agentsite.errors import UnknownAgent
+from tools_app.activation import HistorySource
 from tools_app.base import VisibleParams
 from tools_app.policy import ToolCallPolicy
 from tools_app.subagent import SubAgentTool
@@ -64,14 +65,15 @@ class RuntimeAgent:
         """The system prompt text."""
         return self.loaded.spec.system_prompt_text()
 
-    def system_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
+    def system_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
         """The ``userTools`` entries stored on each user turn (``params``: the session's values,
-        which hide the exposed arguments they bind)."""
-        return self.toolset.system_tools(params)
+        which hide the exposed arguments they bind; ``history``: the session's answered calls,
+        which open gated tools, ``tools_app.activation``)."""
+        return self.toolset.system_tools(params, history)
 
-    def openai_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
-        """The ``tools`` of a chat-completions request (``params`` as for :meth:`system_tools`)."""
-        return self.toolset.openai_tools(params)
+    def openai_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
+        """The ``tools`` of a chat-completions request (arguments as for :meth:`system_tools`)."""
+        return self.toolset.openai_tools(params, history)
 
     def resolve_params(
         self, given: dict[str, ParamValue] | None = None, message: dict[str, ParamValue] | None = None
@@ -119,7 +121,8 @@ def runtime_agent(slug: str) -> RuntimeAgent:
             for h in helpers
             if h is not None
         ]
-        toolset = build_toolset(loaded, parameters.resolve()).with_extra_tools(helper_tools(subagents, runtime_agent))
+        toolset = build_toolset(loaded, parameters.resolve(), registry.api_keys)
+        toolset = toolset.with_extra_tools(helper_tools(subagents, runtime_agent))
         agent = RuntimeAgent(
             loaded=loaded,
             toolset=toolset,

@@ -9,6 +9,8 @@ them so that ``agents check`` can warn about them.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -69,6 +71,43 @@ class Binding(_Lenient):
     arg: str
     value: BindingValue
     whenUnbound: Literal["fail", "omit", "expose"] = "fail"
+
+
+class ActivationError(ValueError):
+    """An ``Activation`` value of another shape; the message starts with the key as written."""
+
+
+@dataclass(frozen=True)
+class Activation:
+    """When a toolbox's tools are visible: ``group`` is ``None`` for always, else the tool group."""
+
+    group: str | None = None
+
+    @property
+    def gate(self) -> str | None:
+        """The gate of the toolbox's tools (``group:<G>``), ``None`` for always visible."""
+        return f"group:{self.group}" if self.group is not None else None
+
+
+def parse_activation(contents: Mapping[str, Any]) -> Activation:
+    """Read a toolbox's ``Activation`` (or ``activation``) key (docs/tools.md §11).
+
+    Args:
+        contents: the toolbox's ``contents`` object.
+    Returns:
+        the :class:`Activation`; always visible when the key is absent or null.
+    Raises:
+        ActivationError: a value other than ``"always"`` or ``{"tag": "on-demand", "toolgroup": <name>}``.
+    """
+    key = "Activation" if "Activation" in contents else "activation"
+    value = contents.get(key)
+    if value is None or value == "always" or value == {"tag": "always"}:
+        return Activation()
+    if isinstance(value, Mapping) and value.get("tag") == "on-demand":
+        group = value.get("toolgroup")
+        if isinstance(group, str) and group.strip():
+            return Activation(group)
+    raise ActivationError(f'{key} must be "always" or {{"tag": "on-demand", "toolgroup": <name>}}')
 
 
 class BashDirectoryContents(_Lenient):

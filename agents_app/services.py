@@ -113,7 +113,7 @@ def _check_tools(loaded: LoadedAgent, parameters: AgentParameters) -> ToolSet:
     """
     directory = loaded.base_dir
     try:
-        toolset = build_toolset(loaded, parameters.resolve())
+        toolset = build_toolset(loaded, parameters.resolve(), get_registry().api_keys)
     except ToolBuildError as error:
         raise _failed_to_load(stored.relative_to(directory, error.problems)) from None
     spec = loaded.spec

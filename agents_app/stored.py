@@ -37,7 +37,7 @@ from agentsite.errors import AgentFailedToLoad, AgentInvalidPaths, AgentUsesFile
 log = logging.getLogger("agents.stored")
 
 #: Keys that make an agent read files outside its own ``files`` (docs/api.md §12.2): refused.
-FILE_ONLY_KEYS = ("openApiToolboxes", "postgrestToolboxes", "skillSources", "autoEnableSkills")
+FILE_ONLY_KEYS = ("postgrestToolboxes", "skillSources", "autoEnableSkills")
 
 
 #: Limits that keep a stored agent's files writable on any file system.
@@ -82,7 +82,9 @@ def split_body(slug: str, body: Any) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def check_file_only_keys(contents: dict[str, Any]) -> None:
-    """Refuse toolboxes that read files of the server, and helpers named by path.
+    """Refuse toolboxes that read files of the server, and helpers named by path: the
+    ``FILE_ONLY_KEYS``, and an OpenAPI toolbox whose document is not at an ``http(s)://`` URL
+    (docs/api.md §12.2).
 
     Raises:
         ApiError: 400 ``agent_uses_files``.
@@ -90,6 +92,14 @@ def check_file_only_keys(contents: dict[str, Any]) -> None:
     used = [key for key in FILE_ONLY_KEYS if contents.get(key)]
     if used:
         raise AgentUsesFiles(f"stored agents cannot use {', '.join(used)}")
+    boxes = contents.get("openApiToolboxes")
+    for index, box in enumerate(boxes if isinstance(boxes, list) else []):
+        inner = box.get("contents") if isinstance(box, dict) else None
+        url = inner.get("SpecUrl") if isinstance(inner, dict) else None
+        if isinstance(url, str) and not url.startswith(("http://", "https://")):
+            raise AgentUsesFiles(
+                f"openApiToolboxes[{index}]: a stored agent's SpecUrl must be an http:// or https:// URL"
+            )
     refs = contents.get("extraAgents")
     for index, ref in enumerate(refs if isinstance(refs, list) else []):
         if isinstance(ref, dict) and ref.get("path") is not None:
@@ -115,8 +125,8 @@ def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
 
 
 def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
-    """Every path relative and inside the files (docs/api.md §12.2), built-in toolboxes' and
-    sandboxes' included; bash toolboxes without ``root``.
+    """Every path relative and inside the files (docs/api.md §12.2), built-in toolboxes',
+    sandboxes' and OpenAPI secrets' ``FileSystem`` sources included; bash toolboxes without ``root``.
 
     Raises:
         ApiError: 400 ``agent_invalid_paths`` listing every bad path.
@@ -154,6 +164,17 @@ def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
         problem = _path_problem(value, where, file=False)
         if problem:
             problems.append(problem)
+    boxes = contents.get("openApiToolboxes")
+    for index, box in enumerate(boxes if isinstance(boxes, list) else []):
+        inner = box.get("contents") if isinstance(box, dict) and isinstance(box.get("contents"), dict) else {}
+        secrets = inner.get("Secrets")
+        for number, secret in enumerate(secrets if isinstance(secrets, list) else []):
+            source = secret.get("source") if isinstance(secret, dict) else None
+            if isinstance(source, dict) and source.get("tag") == "FileSystem":
+                where = f"openApiToolboxes[{index}].contents.Secrets[{number}].source"
+                problem = _path_problem(source.get("contents"), where, file=True)
+                if problem:
+                    problems.append(problem)
     declared = contents.get("parameters")
     for index, decl in enumerate(declared if isinstance(declared, list) else []):
         default = decl.get("default") if isinstance(decl, dict) else None

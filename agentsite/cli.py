@@ -361,7 +361,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             parameters = AgentParameters.load(agent.spec, base_dir=agent.base_dir, api_keys=api_keys)
             problems.extend(f"{agent.path}: {helper_slug}: {problem}" for problem in parameters.process_problems())
             try:
-                toolset = build_toolset(agent, parameters.resolve())
+                toolset = build_toolset(agent, parameters.resolve(), api_keys)
             except ToolBuildError as error:
                 problems.extend(f"{agent.path}: {helper_slug}: {problem}" for problem in error.problems)
                 continue
@@ -370,6 +370,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(f"warning: {agent.path}: {helper_slug}: {notice}", file=sys.stderr)
             if helper_slug == slug:
                 print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
+            if toolset.names():
+                print(f"  {helper_slug}: tools: {', '.join(toolset.names())}")
             for box in toolset.live:
                 if isinstance(box, McpToolbox):
                     names = ", ".join(tool.name for tool in box.snapshot()[1]) or "no tools"

@@ -8,6 +8,7 @@ the version and the lease.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
@@ -32,6 +33,7 @@ from sessions_app import document as doc
 from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted, bounded
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
+from tools_app.activation import hidden_text
 from tools_app.base import ToolContext
 from tools_app.subagent import SubAgentTool
 from tools_app.toolset import ToolSet
@@ -171,7 +173,7 @@ def step(
             spec=agent.loaded.spec,
             api_key=agent.api_key_for(owner),
             messages=doc.openai_messages(document, agent.system_prompt),
-            tools=params.tools(agent).openai_tools(params.visible),
+            tools=params.tools(agent).openai_tools(params.visible, functools.partial(doc.answered_calls, document)),
             timeout=settings.AGENTS["LLM_TIMEOUT"],
             on_text_delta=on_text_delta,
         )
@@ -288,6 +290,8 @@ def _run_calls(
     session_id = str(session.pk)
     turn_id = document.get("turnId") or ""
     tools = params.tools(agent)
+    history = functools.cache(functools.partial(doc.answered_calls, document))
+    hidden = tools.hidden(history)
     for index, call in enumerate(doc.tool_calls_of(head["contents"])):
         name = (call.get("function") or {}).get("name") or ""
         original = tools.original_name(name)
@@ -295,7 +299,10 @@ def _run_calls(
         effective = agent.policy.decide(name, original)
         tool = tools.get(name)
         helper = tool if isinstance(tool, SubAgentTool) and effective.get("tag") != "defer" else None
-        if effective.get("tag") == "defer":
+        if tool is not None and name in hidden:
+            # a gated tool the model may not reach yet: it never runs, and the model is told how to open it
+            entry = doc.tracked_call(call, "Failed", disposition, result=hidden_text(tool))
+        elif effective.get("tag") == "defer":
             token = str(uuid.uuid4())
             entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
             continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
@@ -368,7 +375,7 @@ def _run_calls(
                 result=bounded(response, settings.AGENTS["EVENT_VALUE_MAX_BYTES"]),
             ),
         )
-    partial = doc.partial_turn(agent.system_prompt, tools.system_tools(params.visible), tracked)
+    partial = doc.partial_turn(agent.system_prompt, tools.system_tools(params.visible, history), tracked)
     turn = doc.close_partial(partial) if doc.all_final(partial) else partial
     return StepResult(doc.push_turn(document, turn), continuations, started, children, ran_calls=bool(inline))
 

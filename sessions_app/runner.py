@@ -9,6 +9,7 @@ the version and by the lease.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -173,7 +174,7 @@ def _loop(session: Session, heartbeat: RunWatch) -> None:
                     document,
                     unread,
                     system_prompt=agent.system_prompt,
-                    system_tools=tools.system_tools(held.visible),
+                    system_tools=tools.system_tools(held.visible, functools.partial(doc.answered_calls, document)),
                     in_tool_result=agent.loaded.spec.mailInToolResult,
                 )
                 signals.interrupt.clear()

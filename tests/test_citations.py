@@ -50,6 +50,9 @@ OUTSIDE = re.compile(
     r"|\.\./shared/(?:spec|reference)\b"
     r"|\breference/\d{3}_"  # the reference texts themselves
 )
+#: Markdown file names that a feature reads from its users' directories (a skill's manifest),
+#: named as data, not cited.
+DATA_FILE_NAMES = {"SKILL.md"}
 #: A Markdown file named anywhere (a docs page, the README, or a file that is not here).
 MARKDOWN = re.compile(r"(?<![\w./-])((?:\.\./)*[\w./-]*[\w-]\.md)\b")
 
@@ -121,6 +124,8 @@ def test_no_citation_of_files_outside_the_repository() -> None:
             found.append(f"{_where(path, text, match.start())}: {match.group(0)!r}")
         for match in MARKDOWN.finditer(text):
             named = match.group(1)
+            if Path(named).name in DATA_FILE_NAMES:
+                continue
             if not any((base / named).is_file() for base in (ROOT, path.parent)):
                 found.append(f"{_where(path, text, match.start())}: {named!r} is not a file of this repository")
     assert not found, "citations of files outside the repository:\n" + "\n".join(found)

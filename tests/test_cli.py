@@ -36,6 +36,8 @@ def test_check_accepts_good_files_and_lists_every_problem_of_bad_ones() -> None:
         "demo-openai: The main agent, capable of reasoning. (0 tools)",
         "shell-helper: counts words and tells the time with small bash tools, and asks a human before it"
         " finishes (3 tools)",
+        # every tool name the model may see (LLM-valid)
+        "  shell-helper: tools: bash_ask_human, bash_now, bash_word-count",
         # where each path was found, under its root (docs/agents.md §3)
         f"  shell-helper: toolDirectory 'tools': the agent file's directory ({ROOT / 'examples' / 'shell' / 'tools'})",
     ]
@@ -50,7 +52,10 @@ def test_check_accepts_good_files_and_lists_every_problem_of_bad_ones() -> None:
     )
     assert bad.returncode == 1
     # the System toolbox of demo-ollama runs now (README, "Built-in toolboxes")
-    assert bad.stdout.splitlines() == ["demo-ollama-qwen3-4bthinking: A main agent, capable of reasoning. (1 tools)"]
+    assert bad.stdout.splitlines() == [
+        "demo-ollama-qwen3-4bthinking: A main agent, capable of reasoning. (1 tools)",
+        "  demo-ollama-qwen3-4bthinking: tools: system_system_system_info",
+    ]
     problems = [line for line in bad.stderr.splitlines() if not line.startswith("warning:")]
     # a missing path lists every place looked in: beside the file, then the working directory
     assert problems == [

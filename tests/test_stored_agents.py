@@ -196,7 +196,8 @@ def test_every_refusal_leaves_the_stored_agents_alone(setup: tuple[Server, MockL
     refused(server, "DELETE", "/v1/agents/ghost", 404, "unknown_agent", headers=root)
     # toolboxes that read the server's files, and helpers by path
     for key, value in (
-        ("openApiToolboxes", [{"tag": "OpenAPIToolbox", "contents": {}}]),
+        ("openApiToolboxes", [{"tag": "OpenAPIServer", "contents": {"SpecUrl": "spec.json", "BaseUrl": "http://x"}}]),
+        ("openApiToolboxes", [{"tag": "OpenAPIServer", "contents": {"SpecUrl": "file:///etc/x", "BaseUrl": "http://x"}}]),
         ("postgrestToolboxes", [{"tag": "PostgRESTToolbox", "contents": {}}]),
         ("skillSources", [{"tag": "SkillDirectory", "contents": "skills"}]),
         ("autoEnableSkills", ["writing"]),

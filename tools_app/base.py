@@ -2,8 +2,8 @@
 
 A :class:`Tool` is what the session engine sees: a wire name, a description and a JSON schema to
 declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash, the built-in
-toolboxes, sub-agents; MCP and OpenAPI later) is a factory of such objects, and policies, bindings or async execution
-wrap :meth:`Tool.call` rather than the toolbox.
+toolboxes, MCP, OpenAPI, PostgREST, skills, sub-agents) is a factory of such objects, and
+policies, bindings or async execution wrap :meth:`Tool.call` rather than the toolbox.
 
 The output cap (README, "Tool output") lives here so that every tool kind gets it: a tool kind
 implements :meth:`Tool.run`, and :meth:`Tool.call` runs it and passes the result through
@@ -145,6 +145,9 @@ class Tool(ABC):
     #: Whether a call may run again when a crash left it unknown whether it ran; a tool that
     #: changes the world leaves it false (docs/tools.md §5.4).
     safe_to_retry: bool = False
+    #: What must be open in the session for the model to see the tool (``tools_app.activation``):
+    #: ``group:<G>`` for an on-demand toolbox, ``skill:<name>`` for a skill's script; ``None``: always.
+    gate: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -206,6 +209,11 @@ class Tool(ABC):
                 "raw": self.openai_tool(params),
             },
         }
+
+    def gate_switch(self, arguments: Mapping[str, Any]) -> tuple[str, bool] | None:
+        """The gate a successful call with ``arguments`` opens (``(gate, True)``) or closes
+        (``(gate, False)``), ``None`` for a tool that switches nothing (``tools_app.activation``)."""
+        return None
 
     def bound_value_problem(self, arg: str, value: Any) -> str | None:
         """Why ``value`` cannot be bound to argument ``arg`` (a bash tool takes no object), or

@@ -94,6 +94,7 @@ class BoundTool(Tool):
         self.bindings = tuple(bindings)
         self.name = inner.name
         self.description = inner.description
+        self.gate = inner.gate
         hidden = {b.arg for b in self.bindings if b.when_unbound != "expose"}
         self.parameters = _without(inner.parameters, hidden)
 
@@ -125,6 +126,10 @@ class BoundTool(Tool):
         """The wrapped tool's properties, less those the model does not see."""
         shown = set(self.schema_for(params).get("properties") or {})
         return [p for p in self.inner.system_properties() if p.get("propertyKey") in shown]
+
+    def gate_switch(self, arguments: Mapping[str, Any]) -> tuple[str, bool] | None:
+        """As the wrapped tool says."""
+        return self.inner.gate_switch(arguments)
 
     def bound_value_problem(self, arg: str, value: Any) -> str | None:
         """As the wrapped tool says."""

@@ -3,18 +3,21 @@
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
 ``toolDirectory`` and ``bashToolboxes``, the tools of its built-in toolboxes and of its MCP
 servers, with LLM-valid, unique wire names. Toolbox kinds this
-server does not implement yet make the build fail with one line per offending entry, so an agent
+server does not know make the build fail with one line per offending entry, so an agent
 never runs with a silently smaller tool list.
 
 What is fatal and what is only a warning:
 
-* fatal (:class:`ToolBuildError`): an unsupported toolbox kind; a ``bashToolboxes``
+* fatal (:class:`ToolBuildError`): a skill source or skill that cannot be read, an unknown
+  ``autoEnableSkills`` name; an ``Activation`` of another
+  shape; an HTTP toolbox whose entry or document cannot be used (tools_app/openapi); a ``bashToolboxes``
   path that is missing (directory, or ``SingleTool`` file) or not executable; two tools with the
   same name; an ``mcpServers`` entry that cannot be read, whose server does not start, or that
   does not list its tools in time (tools_app/mcp); a binding that cannot apply (``tools_app.bound``).
 * warning (``ToolSet.warnings``): a script whose ``describe`` fails (error isolation,
   docs/tools.md §3.2); a missing ``toolDirectory`` (it also holds sub-agent files and is often declared without tools);
-  a name rewritten to be LLM-valid; an ignored ``Activation`` setting; a bound argument named in
+  a name rewritten to be LLM-valid (a notice for an OpenAPI or PostgREST name, rewritten as
+  documented); a bound argument named in
   its tool's description; an agent binding that matches no tool yet, when MCP servers may list it later.
 
 Bindings (docs/tools.md §8): a bash toolbox's ``Bindings`` apply to its tools, matched by their
@@ -41,8 +44,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agents_app.parameters import ParamValue
-from agents_app.schema import AgentSpec
+from agents_app.schema import ActivationError, AgentSpec, parse_activation
 
+from .activation import HistorySource, meta_tools, open_gates
 from .base import Tool, VisibleParams
 from .bash.loading import BashToolLoadError, load_bash_directory, load_single_tool
 from .bash.protocol import DescribeError
@@ -53,6 +57,10 @@ from .mcp.client import McpStartError
 from .mcp.config import McpConfigError, parse_server
 from .mcp.toolbox import McpToolbox
 from .names import ToolNameMap
+from .openapi.loading import load_http_tools
+from .openapi.tools import OpenApiTool
+from .postgrest.tools import PostgrestTool
+from .skills.tools import auto_enabled, load_skills, skill_tools
 
 log = logging.getLogger("tools.toolset")
 
@@ -96,6 +104,11 @@ class ToolSet:
             that MCP tools may match later): warnings even for ``check``, which fails on the others.
         live: toolboxes whose tools can change (MCP servers).
         binder: applies the agent's bindings to the live toolboxes' tools as they are taken in.
+        initial_gates: the gates open before any call (``autoEnableSkills``; ``tools_app.activation``).
+
+    The model sees a gated tool only while its gate is open in the session: the methods that
+    declare tools take the session's answered calls (``history``; ``None`` for none yet), and
+    :meth:`hidden` names the tools a call may not reach.
 
     Raises (on construction):
         ToolBuildError: two tools share a wire name.
@@ -106,6 +119,7 @@ class ToolSet:
     notices: list[str] = field(default_factory=list)
     live: list[LiveToolbox] = field(default_factory=list)
     binder: Callable[[list[Tool]], list[Tool]] | None = None
+    initial_gates: frozenset[str] = frozenset()
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
     _names: ToolNameMap = field(init=False, repr=False, compare=False)
 
@@ -176,16 +190,31 @@ class ToolSet:
         self.refresh()
         return self._names.original(wire_name)
 
-    def openai_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
-        """The ``tools`` list of a chat-completions request; ``params`` (the session's values) hide
-        the exposed arguments that have a value (``tools_app.bound``)."""
+    def visible(self, history: HistorySource = None) -> list[Tool]:
+        """The tools the model sees after ``history`` (the session's answered calls, oldest
+        first, or a function giving them, called only when some tool is gated): the ungated ones,
+        and the gated ones whose gate is open (``tools_app.activation``)."""
         self.refresh()
-        return [tool.openai_tool(params) for tool in self.tools]
+        if not any(tool.gate for tool in self.tools):
+            return list(self.tools)
+        calls = history() if callable(history) else history
+        gates = open_gates(calls, self._by_name, self.initial_gates)
+        return [tool for tool in self.tools if tool.gate is None or tool.gate in gates]
 
-    def system_tools(self, params: VisibleParams = None) -> list[dict[str, Any]]:
-        """The ``userTools`` list stored in a session's user turn (``params`` as for :meth:`openai_tools`)."""
-        self.refresh()
-        return [tool.system_tool(params) for tool in self.tools]
+    def hidden(self, history: HistorySource = None) -> set[str]:
+        """The wire names of the tools the model does not see after ``history``."""
+        shown = {tool.name for tool in self.visible(history)}
+        return {tool.name for tool in self.tools if tool.name not in shown}
+
+    def openai_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
+        """The ``tools`` list of a chat-completions request: the tools :meth:`visible` after
+        ``history``; ``params`` (the session's values) hide the exposed arguments that have a value
+        (``tools_app.bound``)."""
+        return [tool.openai_tool(params) for tool in self.visible(history)]
+
+    def system_tools(self, params: VisibleParams = None, history: HistorySource = None) -> list[dict[str, Any]]:
+        """The ``userTools`` list stored in a session's user turn (arguments as for :meth:`openai_tools`)."""
+        return [tool.system_tool(params) for tool in self.visible(history)]
 
     def narrowed(self, bindings: dict[str, list[ArgBinding]]) -> ToolSet:
         """A copy whose tools named in ``bindings`` (wire name -> bound arguments) have those
@@ -193,7 +222,9 @@ class ToolSet:
         are now, live ones included, are the copy's fixed list; this toolset is left alone."""
         self.refresh()
         tools = [BoundTool(tool, bindings[tool.name]) if bindings.get(tool.name) else tool for tool in self.tools]
-        result = ToolSet(tools=tools, warnings=list(self.warnings), notices=list(self.notices))
+        result = ToolSet(
+            tools=tools, warnings=list(self.warnings), notices=list(self.notices), initial_gates=self.initial_gates
+        )
         result._names = result._static_names = self._names.copy()
         return result
 
@@ -227,7 +258,7 @@ class ToolSet:
         if problems:
             raise ToolBuildError(problems)
         tools = added + self._static if prepend else self._static + added
-        result = ToolSet(tools=tools, warnings=warnings, notices=list(self.notices))
+        result = ToolSet(tools=tools, warnings=warnings, notices=list(self.notices), initial_gates=self.initial_gates)
         # Renamed copies no longer know their original name; keep the map that does.
         result._names = result._static_names = names
         result.live = list(self.live)
@@ -236,31 +267,21 @@ class ToolSet:
         return result
 
 
-def _unsupported(spec: AgentSpec) -> list[str]:
-    """One line per configured toolbox whose kind this server does not run yet."""
-    problems: list[str] = []
-    kinds = [
-        ("openApiToolboxes", spec.openApiToolboxes, "toolboxes"),
-        ("postgrestToolboxes", spec.postgrestToolboxes, "toolboxes"),
-        ("skillSources", spec.skillSources, "skill sources"),
-    ]
-    for key, entries, noun in kinds:
-        for index, entry in enumerate(entries or []):
-            tag = getattr(entry, "tag", None) or (entry.get("tag") if isinstance(entry, dict) else None)
-            label = f"{tag} {noun}" if tag else f"{key} entries"
-            problems.append(f"{key}[{index}]: {label} are not supported by this server yet")
-    return problems
-
-
-def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = None) -> ToolSet:
+def build_toolset(
+    agent: _AgentLike, params: Mapping[str, ParamValue] | None = None, api_keys: Mapping[str, str] | None = None
+) -> ToolSet:
     """Build the tools of ``agent`` (a ``LoadedAgent``; only ``spec`` and ``resolve`` are used).
 
     ``params`` are the agent's parameter values in this process (process values and defaults):
-    the ``Param`` values of its MCP servers' ``env`` and ``headers`` read them.
+    the ``Param`` values of its MCP servers' ``env`` and ``headers`` read them. ``api_keys`` are
+    the API keys file's entries, for HTTP toolbox secrets read from it.
 
     Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
     (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
-    ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``). Paths go through
+    ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``), then the OpenAPI and
+    PostgREST toolboxes (their documents fetched now, ``tools_app.openapi``), then the skills of
+    ``skillSources`` (repositories cloned now, ``tools_app.skills``), then the meta tools of the
+    on-demand tool groups (``tools_app.activation``). Paths go through
     ``agent.resolve`` (relative to the agent file's directory). Bash tools get the wire name
     ``bash_<slug>``; every name is normalized if an LLM API would reject it.
     Then each ``mcpServers`` entry: its server is started (once per agent and process) and its
@@ -272,7 +293,7 @@ def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = N
         ToolBuildError: listing every fatal problem found (see the module docstring).
     """
     spec = agent.spec
-    problems = _unsupported(spec)
+    problems: list[str] = []
     warnings: list[str] = []
     loaded: list[tuple[str, BashTool]] = []  # (where it came from, tool)
 
@@ -288,8 +309,11 @@ def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = N
     for index, box in enumerate(spec.bashToolboxes):
         where = f"bashToolboxes[{index}]"
         contents = box.contents.model_dump()
-        if contents.get("Activation") is not None:
-            warnings.append(f"{where}.Activation: ignored, the tools are always visible")
+        try:
+            gate = parse_activation(contents).gate
+        except ActivationError as error:
+            problems.append(f"{where}.contents.{error}")
+            continue
         path = agent.resolve(contents["Path"])
         try:
             if box.tag == "FileSystemDirectory":
@@ -303,6 +327,8 @@ def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = N
         except DescribeError as exc:
             warnings.append(f"{where}: {path}: {exc}")
             continue
+        for tool in tools:
+            tool.gate = gate
         loaded.extend((where, tool) for tool in tools)
 
     # The same script reached twice (e.g. a SingleTool inside the toolDirectory) is still two
@@ -323,25 +349,42 @@ def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = N
     builtin, builtin_warnings, builtin_problems = build_builtin_tools(agent)
     warnings.extend(builtin_warnings)
     problems.extend(builtin_problems)
+    http, http_problems, http_notices = load_http_tools(
+        spec, base_dir=agent.base_dir, api_keys=api_keys, resolve=agent.resolve
+    )
+    problems.extend(http_problems)
+    skills, skill_warnings, skill_problems = load_skills(spec.skillSources, agent.resolve)
+    warnings.extend(skill_warnings)
+    problems.extend(skill_problems)
+    initial_gates, auto_problems = auto_enabled(spec.autoEnableSkills, skills)
+    problems.extend(auto_problems if not skill_problems else [])
     live = _mcp_toolboxes(agent, problems, params or {})
     if problems:
         raise ToolBuildError(problems)
 
-    tools: list[Tool] = [*unique, *builtin]
+    gated = [tool.gate for tool in [*unique, *builtin, *http]] + [box.gate for box in live]
+    groups = [gate.removeprefix("group:") for gate in gated if gate and gate.startswith("group:")]
+    tools: list[Tool] = [*unique, *builtin, *http, *skill_tools(skills), *meta_tools(groups)]
     names = ToolNameMap.build(tool.original_name for tool in tools)
     for tool in tools:
         wire = names.normalized(tool.original_name)
         assert wire is not None
         if wire != tool.original_name:
-            where = getattr(tool, "path", None) or "builtinToolboxes"
-            warnings.append(f"{where}: tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}")
+            renamed = f"tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}"
+            if isinstance(tool, OpenApiTool | PostgrestTool):
+                # operation ids and table names are the API's, not the agent author's: expected, not a fault
+                http_notices.append(f"{tool.config.where}: {renamed}")
+            else:
+                warnings.append(f"{getattr(tool, 'path', None) or 'builtinToolboxes'}: {renamed}")
         tool.name = wire
     origins = {id(tool): where for where, tool in loaded}
-    notices: list[str] = []
+    notices: list[str] = list(http_notices)
     tools, binder = _bind(spec, tools, origins, live, problems, notices)
     if problems:
         raise ToolBuildError(problems)
-    return ToolSet(tools=tools, warnings=warnings, notices=notices, live=list(live), binder=binder)
+    return ToolSet(
+        tools=tools, warnings=warnings, notices=notices, live=list(live), binder=binder, initial_gates=initial_gates
+    )
 
 
 def _bind(
@@ -418,7 +461,13 @@ def _mcp_toolboxes(agent: _AgentLike, problems: list[str], params: Mapping[str, 
             problems.append(f"{where}: duplicate MCP server name {config.name!r}")
             continue
         seen.add(config.name)
-        box = McpToolbox(agent_key, config)
+        contents = getattr(entry, "contents", None) if not isinstance(entry, dict) else entry.get("contents")
+        try:
+            gate = parse_activation(contents if isinstance(contents, dict) else {}).gate
+        except ActivationError as error:
+            problems.append(f"{where}.contents.{error}")
+            continue
+        box = McpToolbox(agent_key, config, gate)
         try:
             box.start()
         except McpStartError as error:

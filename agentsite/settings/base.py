@@ -133,6 +133,8 @@ AGENTS = {
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
     # Seconds an MCP server may take to start and list its tools before the agent fails to load.
     "MCP_DISCOVERY_TIMEOUT": env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=30.0),
+    # Where skill repositories (SkillGitRepo) are cloned; empty: ~/.cache/agents-server/skills.
+    "SKILLS_CACHE": env("AGENTS_SKILLS_CACHE", default=""),
     # Bytes a tool call may return to the model (any tool kind); longer text is cut, with a note.
     "TOOL_OUTPUT_MAX_BYTES": env.int("AGENTS_TOOL_OUTPUT_MAX_BYTES", default=1024 * 1024),
     # Threads that run the API's views (each keeps its database connection between requests).

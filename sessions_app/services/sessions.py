@@ -6,6 +6,7 @@ A change that starts a run writes the change and requests the run (``status=runn
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -201,7 +202,8 @@ def message_post(
             if not active:
                 session = after_mail(session, envelope)
             return session
-        turn = doc.user_turn(agent.system_prompt, agent.system_tools(agent.resolve_params(given)), query)
+        tools = agent.system_tools(agent.resolve_params(given), functools.partial(doc.answered_calls, document))
+        turn = doc.user_turn(agent.system_prompt, tools, query)
         document = doc.push_turn(document, turn)
         if run == "none":
             return store(session, document, status=Session.Status.READY, status_detail=None, params=new_params)

@@ -93,22 +93,16 @@ def test_single_tool_describe_failure_is_a_warning(tmp_path):
     assert toolset.warnings[0].startswith("bashToolboxes[0]: ") and "valid JSON" in toolset.warnings[0]
 
 
-def test_unsupported_kinds_are_listed_one_per_line(tmp_path):
+def test_a_missing_skill_source_is_a_load_error(tmp_path):
     agent = make_agent(
         tmp_path,
-        openApiToolboxes=[{"tag": "OpenAPIServer", "contents": {}}],
-        postgrestToolboxes=[{"tag": "PostgRESTServer", "contents": {}}],
         skillSources=[{"tag": "SkillDirectory", "contents": "./skills"}],
         bashToolboxes=[{"tag": "SingleTool", "contents": {"Path": str(script("streams.sh"))}}],
         parameters=[{"name": "tenant"}],  # parameters alone are fine
     )
     with pytest.raises(ToolBuildError) as err:
         build_toolset(agent)
-    assert err.value.problems == [
-        "openApiToolboxes[0]: OpenAPIServer toolboxes are not supported by this server yet",
-        "postgrestToolboxes[0]: PostgRESTServer toolboxes are not supported by this server yet",
-        "skillSources[0]: SkillDirectory skill sources are not supported by this server yet",
-    ]
+    assert err.value.problems == [f"skillSources[0]: skill directory {tmp_path / 'skills'} not found"]
     assert str(err.value) == "\n".join(err.value.problems)
 
 

@@ -3,7 +3,7 @@
 :func:`build_builtin_tools` makes the tools of an agent's ``builtinToolboxes`` (already checked
 when the agent was loaded, see ``agents_app.builtins``): one tool per toolbox, named
 ``sqlite_<Name>_query``, ``system_<Name>_system_info``, ``developer_<Name>_developer_tools`` and
-``lua_<Name>_execute``.
+``lua_<Name>_execute``. A toolbox's ``Activation`` gates its tool (``tools_app.activation``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from agents_app.builtins import (
     SystemConfig,
     parse_builtin_toolboxes,
 )
+from agents_app.schema import parse_activation
 
 from .common import AgentLike, BuiltinTool, make_sandbox
 from .developer import DeveloperTool
@@ -59,6 +60,7 @@ def build_builtin_tools(agent: AgentLike) -> tuple[list[BuiltinTool], list[str],
     seen: dict[str, BuiltinToolbox] = {}
     for box in boxes:
         tool = _build_one(agent, box, warnings)
+        tool.gate = parse_activation(box.config.model_extra or {}).gate
         other = seen.setdefault(tool.original_name, box)
         if other is not box:
             problems.append(f"{box.label}: its tool {tool.original_name} is also the tool of {other.label}")

@@ -74,6 +74,7 @@ class McpTool(Tool):
         self.name = wire_name
         self.description = listed.description or listed.title or ""
         self.parameters = adapt_schema(listed.input_schema)
+        self.gate = toolbox.gate
 
     @property
     def original_name(self) -> str:
@@ -122,10 +123,12 @@ class McpToolbox:
     Args:
         agent_key: what identifies the agent declaring it in this process (its slug and file).
         config: the entry.
+        gate: the gate of its tools, from the entry's ``Activation`` (``tools_app.activation``).
     """
 
-    def __init__(self, agent_key: Hashable, config: ServerConfig) -> None:
+    def __init__(self, agent_key: Hashable, config: ServerConfig, gate: str | None = None) -> None:
         self.config = config
+        self.gate = gate
         self.key: Hashable = (agent_key, config)
         self._names = ToolNameMap()
         self._lock = threading.Lock()

@@ -1,0 +1,7 @@
+"""Skills (README, "Skills"; docs/tools.md §12): packages of instructions, scripts and reference
+documents an agent enables when it needs them.
+
+``sources`` finds the skill directories of ``skillSources`` (a local directory, or a git
+repository cloned to a cache), ``skill`` reads one skill (``SKILL.md`` front matter, ``scripts/``,
+``references/``) and ``tools`` makes its tools.
+"""
