@@ -7,8 +7,10 @@ operator reads the same account of an agent whichever way it was written.
 from __future__ import annotations
 
 from agents_app.loader import LoadedAgent
+from agents_app.narrowing import DERIVE_NAME, DESCRIBE_NAME
 from agents_app.parameters import AgentParameters
 from tools_app.mcp.toolbox import McpToolbox
+from tools_app.subagent import PREFIX
 from tools_app.toolset import ToolSet
 
 
@@ -17,18 +19,21 @@ def check_lines(loaded: LoadedAgent, toolset: ToolSet, parameters: AgentParamete
 
     Args:
         loaded: the agent (its spec gives slug and announce).
-        toolset: its built tools.
+        toolset: its built tools (without its helpers' tools, which a run adds).
         parameters: its parameters in this process.
     Returns:
-        ``<slug>: <announce> (<n> tools)``, then ``<slug>: tool <wire name>`` per tool,
+        ``<slug>: <announce> (<n> tools)``, then ``<slug>: tool <wire name>`` per tool (its
+        helpers' ``io_prompt_agent_<helper>``, ``describe_agent`` and ``derive_agent`` included),
         ``<slug>: MCP server <name>: <tools>`` per MCP server, ``<slug>: parameter <name>
         (<scope>, ...): <how it resolves>`` per parameter (never a value), ``warning: ...`` per
         warning or notice of the toolset, and ``  <slug>: <where> '<path>': <base> (<found>)`` per
         path the agent names.
     """
     slug = loaded.spec.slug
-    lines = [f"{slug}: {loaded.spec.announce} ({len(toolset.tools)} tools)"]
-    lines += [f"{slug}: tool {name}" for name in toolset.names()]
+    helpers = [f"{PREFIX}{helper}" for helper in loaded.helper_slugs]
+    names = [*helpers, *([DESCRIBE_NAME, DERIVE_NAME] if helpers else []), *toolset.names()]
+    lines = [f"{slug}: {loaded.spec.announce} ({len(names)} tools)"]
+    lines += [f"{slug}: tool {name}" for name in names]
     for box in toolset.live:
         if isinstance(box, McpToolbox):
             names = ", ".join(tool.name for tool in box.snapshot()[1]) or "no tools"

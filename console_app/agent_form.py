@@ -36,7 +36,9 @@ DISPOSITIONS = [
     ("", "no policy: every call runs at once"),
     ("runSync", "runSync: run in the step"),
     ("runAsync", "runAsync: run in the background"),
+    ("runIsolated", "runIsolated: run in a process of its own"),
     ("defer", "defer: wait for a continuation"),
+    ("decorate", "decorate: keeps the stored decorators (set them over the API)"),
 ]
 MONOSPACE = {"style": "font-family: monospace; width: 100%", "spellcheck": "false"}
 
@@ -232,6 +234,9 @@ class StoredAgentForm(forms.ModelForm):
         if "slug" in self.fields:
             self.fields["slug"].help_text = "letters, digits and _ . : - (fixed once stored)"
         self.fields["apiKeyId"].choices = _key_ids(contents.get("apiKeyId"))
+        flavor = contents.get("flavor")
+        if isinstance(flavor, str) and flavor not in dict(FLAVORS):
+            self.fields["flavor"].choices = [*FLAVORS, (flavor, f"{flavor} (as stored)")]
         helpers = StoredAgent.objects.all()
         self.fields["helpers"].queryset = helpers.exclude(pk=self.instance.pk) if self.instance.pk else helpers
         self.initial.update(self._initial_of(contents))

@@ -195,3 +195,34 @@ def test_the_diff_shows_changed_lines_and_files() -> None:
     assert not any("tools/a" in line for _, line in diff)
     assert version_diff(after, after) == []
     assert ("file", "--- /dev/null") in version_diff(None, after)
+
+
+@pytest.mark.django_db
+def test_an_agent_with_an_older_flavor_and_an_unusual_default_saves_unchanged(registry: AgentRegistry) -> None:
+    policy = {
+        "default": {"tag": "runIsolated", "reason": "sandboxed"},
+        "rules": [{"tool": "bash_x", "disposition": {"tag": "defer"}}],
+    }
+    body = _body(flavor="openai", toolCallPolicyConfig=policy, executionMode="asynchronous", maxConcurrency=2)
+    services.stored_agent_put("old", body, "root")
+    row = StoredAgent.objects.get(pk="old")
+    unbound = StoredAgentForm(instance=row)
+    assert ("openai", "openai (as stored)") in unbound.fields["flavor"].choices
+    typed = {name: unbound[name].value() for name in unbound.fields if unbound[name].value() is not None}
+    form = StoredAgentForm(_post({**typed, "announce": "a stored agent", "systemPrompt": "hi"}), instance=row)
+    assert form.is_valid(), form.errors
+    assert {key: value for key, value in form.contents().items() if key != "slug"} == body
+
+
+@pytest.mark.django_db
+def test_the_check_lists_the_tools_helpers_add(registry: AgentRegistry) -> None:
+    services.stored_agent_put("helper", _body(), "root")
+    form = StoredAgentForm(_post({"helpers": ["helper"]}))
+    assert form.is_valid(), form.errors
+    assert form.contents()["extraAgents"] == [{"slug": "helper"}]
+    assert form.check_report() == [
+        "today: knows the date (3 tools)",
+        "today: tool io_prompt_agent_helper",
+        "today: tool describe_agent",
+        "today: tool derive_agent",
+    ]
