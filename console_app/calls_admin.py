@@ -27,6 +27,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.timesince import timesince
 
 from agentsite.errors import ApiError
+from console_app.readonly import ReadOnlyAdmin
 from console_app.sessions_admin import ANSWER_PERMISSION, CompleteCallForm
 from sessions_app.models import Continuation, Event, MailEnvelope
 from sessions_app.services import continuations
@@ -80,7 +81,7 @@ class AgeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Continuation)
-class ContinuationAdmin(admin.ModelAdmin):
+class ContinuationAdmin(ReadOnlyAdmin):
     """Deferred calls: the queue of those waiting for a person, and the history of answers."""
 
     change_list_template = "admin/sessions_app/continuation/change_list.html"
@@ -97,18 +98,6 @@ class ContinuationAdmin(admin.ModelAdmin):
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """Whoever may answer calls may read them."""
         return super().has_view_permission(request, obj) or _can_answer(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Calls are deferred by runs only."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Answering has its own form; the row itself is never edited."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Calls go with their session."""
-        return False
 
     @admin.display(description="tool", ordering="tool")
     def tool_name(self, obj: Continuation) -> str:
@@ -224,24 +213,8 @@ class ContinuationAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(back)
 
 
-class _ReadOnly(admin.ModelAdmin):
-    """A list to browse, never to edit."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Written by the server only."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Written by the server only."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Written by the server only."""
-        return False
-
-
 @admin.register(MailEnvelope)
-class MailEnvelopeAdmin(_ReadOnly):
+class MailEnvelopeAdmin(ReadOnlyAdmin):
     """Mail envelopes, per session (the session page links here filtered on it)."""
 
     list_display = ("session_id", "seq", "priority", "sender", "hops", "sent_at")
@@ -253,7 +226,7 @@ class MailEnvelopeAdmin(_ReadOnly):
 
 
 @admin.register(Event)
-class EventAdmin(_ReadOnly):
+class EventAdmin(ReadOnlyAdmin):
     """Stored events, per session (the session page links here filtered on it)."""
 
     list_display = ("seq", "session_id", "kind", "created_at")

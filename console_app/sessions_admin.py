@@ -26,6 +26,7 @@ from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
 
 from agentsite.errors import ApiError
+from console_app.readonly import ReadOnlyAdmin
 from sessions_app import document as doc
 from sessions_app.models import Continuation, Event, MailEnvelope, Session
 from sessions_app.services import continuations
@@ -119,7 +120,7 @@ class CompleteCallForm(forms.Form):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(ReadOnlyAdmin):
     """Sessions, read-only, with a form per pending call."""
 
     change_form_template = "admin/sessions_app/session/change_form.html"
@@ -153,18 +154,6 @@ class SessionAdmin(admin.ModelAdmin):
         ("Continuations and events", {"classes": ("collapse",), "fields": ("continuation_list", "recent_events")}),
     )
     readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Sessions are created over the API."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
-        """Runs own the row: the page is for reading (completing a call has its own form)."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
-        """Deleting goes through the API, which cascades and emits events."""
-        return False
 
     def can_complete(self, request: HttpRequest) -> bool:
         """Whether the operator may answer pending calls (the answer permission of deferred calls)."""

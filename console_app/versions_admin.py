@@ -19,6 +19,7 @@ from agents_app import services
 from agents_app.models import StoredAgent, StoredAgentVersion
 from agentsite.errors import ApiError
 from console_app.diff import version_diff
+from console_app.readonly import ReadOnlyAdmin
 
 
 def _can_edit(request: HttpRequest) -> bool:
@@ -26,7 +27,7 @@ def _can_edit(request: HttpRequest) -> bool:
 
 
 @admin.register(StoredAgentVersion)
-class StoredAgentVersionAdmin(admin.ModelAdmin):
+class StoredAgentVersionAdmin(ReadOnlyAdmin):
     """Read-only versions, newest first per agent, with a restore button on each page."""
 
     change_form_template = "admin/agents_app/storedagentversion/change_form.html"
@@ -40,18 +41,6 @@ class StoredAgentVersionAdmin(admin.ModelAdmin):
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """Whoever may read stored agents may read their versions."""
         return request.user.has_perm("agents_app.view_storedagent") or _can_edit(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Versions are made by saves only."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """A version never changes (restoring makes a new one)."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """The history is kept whole."""
-        return False
 
     @admin.display(description="changes")
     def change_list(self, obj: StoredAgentVersion) -> str:
