@@ -189,6 +189,14 @@ def test_the_session_page_links_and_forms_follow_the_permissions(asker: MockLlmS
     page = reader.get(page_url)
     assert page.status_code == 200 and b"complete-call" not in page.content
     assert f'href="/#session={call.session_id}"'.encode() in page.content
+    root = _client(superuser=True)
+    for listing, rows in (
+        (f"/admin/sessions_app/mailenvelope/?session__id__exact={call.session_id}", 0),
+        (f"/admin/sessions_app/continuation/?session__id__exact={call.session_id}&amp;state=all", 1),
+    ):
+        assert f'href="{listing}"'.encode() in page.content
+        listed = root.get(listing.replace("&amp;", "&"))
+        assert listed.status_code == 200 and len(listed.context["cl"].result_list) == rows
     support = _client("sessions_app.view_session", "sessions_app.answer_continuation")
     assert b"complete-call" in support.get(page_url).content
     complete_url = f"/admin/sessions_app/session/{call.session_id}/complete/{call.pk}/"
