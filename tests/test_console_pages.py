@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from agents_app import services
 from agents_app.loader import load_agent_files
@@ -203,3 +206,30 @@ def test_the_session_page_links_and_forms_follow_the_permissions(asker: MockLlmS
     forbidden = reader.post(complete_url, {f"{call.pk}-result": "x", f"{call.pk}-kind": "text"})
     assert forbidden.status_code == 403
     assert Continuation.objects.get(pk=call.pk).completed_at is None
+
+
+def _rows_waiting(count: int) -> None:
+    """``count`` sessions with one waiting call each, written directly (the list reads no turn)."""
+    now = timezone.now()
+    for index in range(count):
+        session = Session.objects.create(
+            agent_slug="asker", owner=f"owner{index % 3}", status="waiting_external", created_at=now, updated_at=now,
+            header_json="{}",
+        )
+        Continuation.objects.create(
+            session=session, tool_call_id=f"c{index}", tool="ask_human", call={"function": {"name": "ask_human"}},
+            disposition={"tag": "defer"}, created_at=now,
+        )
+
+
+@pytest.mark.django_db
+def test_the_queue_page_costs_the_same_queries_whatever_its_rows(asker: MockLlmServer) -> None:
+    support = _client("sessions_app.answer_continuation")
+    _rows_waiting(3)
+    with CaptureQueriesContext(connection) as few:
+        assert support.get(QUEUE).status_code == 200
+    _rows_waiting(30)
+    with CaptureQueriesContext(connection) as many:
+        page = support.get(QUEUE)
+    assert len(page.context["cl"].result_list) == 33
+    assert len(many.captured_queries) == len(few.captured_queries)
