@@ -49,3 +49,31 @@ class StoredAgentsGeneration(models.Model):
 
     def __str__(self) -> str:
         return f"stored agents generation {self.generation}"
+
+
+class StoredAgentVersion(models.Model):
+    """One stored version of a stored agent (README, "The admin"): kept at every store.
+
+    ``version`` matches :attr:`StoredAgent.version` at the time of the store, so the row whose
+    ``version`` equals the agent's is the current one. ``changes`` lists what differs from the
+    previous version (top-level keys of ``contents``, then ``files/<path>``); ``restored_from``
+    names the version a restore copied. Versions outlive their agent: a slug deleted and stored
+    again continues its numbering from its last kept version.
+    """
+
+    slug = models.CharField(max_length=200, db_index=True)
+    version = models.IntegerField()
+    contents = TextJSONField()
+    files = TextJSONField(default=dict, blank=True)
+    changes = TextJSONField(default=list, blank=True)
+    restored_from = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    created_by = models.TextField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["slug", "-version"]
+        verbose_name = "agent version"
+        constraints = [models.UniqueConstraint(fields=["slug", "version"], name="one_row_per_agent_version")]
+
+    def __str__(self) -> str:
+        return f"{self.slug} v{self.version}"

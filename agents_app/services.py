@@ -16,7 +16,7 @@ from django.db import transaction
 
 from agents_app import stored
 from agents_app.loader import LoadedAgent
-from agents_app.models import StoredAgent, StoredAgentsGeneration
+from agents_app.models import StoredAgent, StoredAgentsGeneration, StoredAgentVersion
 from agents_app.parameters import AgentParameters, process_values, with_problems
 from agents_app.registry import get_registry
 from agentsite.common import db_now
@@ -28,6 +28,7 @@ from agentsite.errors import (
     HelperCycle,
     UnknownAgent,
     UnknownHelper,
+    UnknownVersion,
 )
 from tools_app.bash.loading import list_tool_files
 from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
@@ -163,11 +164,33 @@ def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
     return PreparedAgent(slug, contents, files, helpers, loaded, toolset, parameters)
 
 
-def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tuple[StoredAgent, bool]:
-    """Store a prepared agent, replacing the slug's agent and all its files.
+def version_changes(before: StoredAgentVersion | None, contents: dict[str, Any], files: dict[str, str]) -> list[str]:
+    """What a new version changes against ``before`` (``None``: the first version).
 
     Returns:
-        ``(row, created)``: ``created`` is true the first time the slug is stored.
+        The top-level ``contents`` keys whose value differs, sorted, then ``files/<path>`` for each
+        file added, removed or changed, sorted; ``["created"]`` for a first version.
+    """
+    if before is None:
+        return ["created"]
+    keys = sorted(key for key in {*before.contents, *contents} if before.contents.get(key) != contents.get(key))
+    paths = sorted(path for path in {*before.files, *files} if before.files.get(path) != files.get(path))
+    return [*keys, *(f"files/{path}" for path in paths)]
+
+
+def stored_agent_commit(
+    prepared: PreparedAgent, updated_by: str | None, restored_from: int | None = None
+) -> tuple[StoredAgent, bool]:
+    """Store a prepared agent, replacing the slug's agent and all its files, and keep the
+    version (:class:`StoredAgentVersion`, in the same transaction).
+
+    Args:
+        prepared: what :func:`stored_agent_prepare` returned.
+        updated_by: who stores it (an owner, or ``admin:<user>``).
+        restored_from: the version a restore copies, recorded on the new version.
+    Returns:
+        ``(row, created)``: ``created`` is true when the slug had no stored agent. A slug stored
+        again after a delete goes on from its last kept version number.
     Raises:
         ApiError: 409 ``agent_defined_by_file``, 400 ``unknown_helper``, 400 ``helper_cycle``
             when another writer changed things since :func:`stored_agent_prepare`.
@@ -180,10 +203,11 @@ def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tupl
             raise defined_by_file(slug)
         _check_helpers(slug, prepared.helpers, _helper_graph())
         now = db_now()
+        previous = StoredAgentVersion.objects.filter(slug=slug).order_by("-version").first()
         row = StoredAgent.objects.select_for_update().filter(pk=slug).first()
         created = row is None
         if row is None:
-            row = StoredAgent(slug=slug, version=0, created_at=now)
+            row = StoredAgent(slug=slug, version=previous.version if previous else 0, created_at=now)
         row.contents = prepared.contents
         row.files = prepared.files
         row.helpers = prepared.helpers
@@ -191,9 +215,37 @@ def stored_agent_commit(prepared: PreparedAgent, updated_by: str | None) -> tupl
         row.updated_at = now
         row.updated_by = updated_by
         row.save()
+        StoredAgentVersion.objects.create(
+            slug=slug,
+            version=row.version,
+            contents=prepared.contents,
+            files=prepared.files,
+            changes=version_changes(previous, prepared.contents, prepared.files),
+            restored_from=restored_from,
+            created_at=now,
+            created_by=updated_by,
+        )
         generation.generation += 1
         generation.save(update_fields=["generation"])
     return row, created
+
+
+def stored_agent_restore(slug: str, version: int, updated_by: str | None) -> tuple[PreparedAgent, StoredAgent]:
+    """Store a kept version of a stored agent again, as a new version, through every check of
+    ``PUT /v1/agents/:slug`` (README, "The admin").
+
+    Returns:
+        ``(prepared, row)``: the loaded agent and the stored row (its new version).
+    Raises:
+        ApiError: 404 ``unknown_version``; any refusal of :func:`stored_agent_prepare` (a helper
+            deleted since, a slug now defined by a file, ...).
+    """
+    kept = StoredAgentVersion.objects.filter(slug=slug, version=version).first()
+    if kept is None:
+        raise UnknownVersion(slug, version)
+    prepared = stored_agent_prepare(slug, {**kept.contents, "files": kept.files})
+    row, _ = stored_agent_commit(prepared, updated_by, restored_from=version)
+    return prepared, row
 
 
 def stored_agent_put(slug: str, body: Any, updated_by: str | None) -> tuple[PreparedAgent, StoredAgent, bool]:

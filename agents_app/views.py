@@ -55,6 +55,9 @@ class AgentDescriptorSerializer(serializers.Serializer):
     helpers = serializers.ListField(child=serializers.CharField())
     source = serializers.ChoiceField(choices=["file", "database"])
     config = serializers.JSONField(required=False, help_text="stored agents: the contents with 'files'")
+    version = serializers.IntegerField(
+        required=False, help_text="stored agents: the current version (the admin keeps every version)"
+    )
     updated_at = Rfc3339Field(required=False, help_text="stored agents")
     updated_by = serializers.CharField(required=False, allow_null=True, help_text="stored agents")
 
@@ -91,7 +94,11 @@ def _descriptor(loaded: LoadedAgent, toolset: ToolSet, parameters: AgentParamete
     info = get_registry().stored_info(spec.slug)
     if info is not None:
         descriptor.update(
-            source="database", config=info.config(), updated_at=rfc3339(info.updated_at), updated_by=info.updated_by
+            source="database",
+            config=info.config(),
+            version=info.version,
+            updated_at=rfc3339(info.updated_at),
+            updated_by=info.updated_by,
         )
     return descriptor
 
@@ -170,5 +177,6 @@ class AgentViewSet(ApiViewSet):
                 "helpers": list(row.helpers),
                 "source": "database",
                 "config": {**contents, "files": row.files},
+                "version": row.version,
             }
         return Response(render(AgentDescriptorSerializer, before))

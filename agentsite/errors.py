@@ -134,6 +134,13 @@ class UnknownAgent(ApiError):
     code, status, template = ErrorCode.UNKNOWN_AGENT, 404, "no agent {!r}"
 
 
+class UnknownVersion(ApiError):
+    """404: a stored agent has no kept version with that number (the admin's restore); built
+    from the slug and the version."""
+
+    code, status, template = ErrorCode.NOT_FOUND, 404, "agent {!r} has no version {}"
+
+
 class UnknownTurn(ApiError):
     """404: a fork's ``at_turn`` out of range; built from the session id, the turn and the count."""
 

@@ -261,6 +261,8 @@ class Continuation(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="continuations")
     tool_call_id = models.TextField()
     provider_call_id = models.TextField(blank=True, default="")
+    # the called tool's name as the model wrote it, kept apart from ``call`` for the admin's filter
+    tool = models.TextField(blank=True, default="")
     call = TextJSONField()
     disposition = TextJSONField()
     result = TextJSONField(null=True, blank=True)
@@ -269,7 +271,13 @@ class Continuation(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["session", "completed_at"])]
+        indexes = [
+            models.Index(fields=["session", "completed_at"]),
+            # the admin's queue of calls waiting for an answer, oldest first
+            models.Index(fields=["completed_at", "created_at"], name="continuation_queue"),
+        ]
+        permissions = [("answer_continuation", "Can answer pending calls")]
+        verbose_name = "deferred call"
 
     def __str__(self) -> str:
         return f"continuation {self.token} of {self.session_id}"

@@ -11,27 +11,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
-from tests.harness import ROOT, Server, base_env, write_agent
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, create_superuser, fill_agent, log_in, require_chromium
+from tests.harness import Server, write_agent
 from tests.owners import owner, write_tokens
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCRIPT = {
     "rules": [
         {
@@ -41,21 +30,6 @@ SCRIPT = {
         {"when": {"last_role": "tool"}, "reply": {"content": "The human chose {last_content}."}},
     ]
 }
-PASSWORD = "operator-password-1"
-
-
-def _contents(model_url: str, **extra: object) -> str:
-    contents = {
-        "apiKeyId": "test",
-        "flavor": "OpenAIv1",
-        "modelUrl": model_url,
-        "modelName": "scripted",
-        "announce": "asks a human",
-        "systemPrompt": ["Ask a human."],
-        "toolCallPolicyConfig": {"default": {"tag": "defer", "reason": "a human answers"}, "rules": []},
-        **extra,
-    }
-    return json.dumps(contents, indent=2)
 
 
 def _stored_slugs(db: str) -> list[str]:
@@ -66,36 +40,26 @@ def _stored_slugs(db: str) -> list[str]:
 def test_an_operator_stores_an_agent_and_completes_a_pending_call_in_the_admin(
     tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
 ) -> None:
-    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
+    require_chromium()
     llm = llm_server(SCRIPT)
     plain = write_agent(tmp_path, "plain", llm.url)
     server = start_server([plain], extra_args=["--auth-tokens", str(write_tokens(tmp_path)), "--admin-owners", "root"])
-    subprocess.run(
-        [sys.executable, "-m", "agentsite.cli", "manage", "createsuperuser", "--noinput"]
-        + ["--username", "operator", "--email", "operator@example.com"],
-        cwd=ROOT,
-        env=base_env(DATABASE_URL=f"sqlite:///{server.db}", DJANGO_SUPERUSER_PASSWORD=PASSWORD),
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    create_superuser(server)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.set_default_timeout(30_000)
-
-        page.goto(f"{server.url}/admin/")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", PASSWORD)
-        page.click("input[type=submit]")
-        expect(page.locator("#site-name")).to_contain_text("agents-server")
+        log_in(page, server)
 
         # an invalid config: the form shows the refusal, nothing is stored
         page.goto(f"{server.url}/admin/agents_app/storedagent/add/")
-        page.fill("#id_slug", "asker")
-        page.fill("#id_contents", _contents(llm.url, toolDirectory="/usr/bin"))
-        page.fill("#id_files", "{}")
+        fill_agent(
+            page, slug="asker", model_url=llm.url, announce="asks a human", prompt="Ask a human.", api_key="none"
+        )
+        page.select_option("#id_policy_default", "defer")
+        page.fill("#id_policy_reason", "a human answers")
+        page.fill("#id_toolDirectory", "/usr/bin")
         page.click("input[name=_save]")
         expect(page.locator(".errornote, .errorlist").first).to_be_visible()
         expect(page.locator("body")).to_contain_text("agent_invalid_paths")
@@ -104,7 +68,7 @@ def test_an_operator_stores_an_agent_and_completes_a_pending_call_in_the_admin(
         assert server.client.get("/v1/agents/asker", headers=owner("alice")).status_code == 404
 
         # fixed: stored, and the API serves it at once
-        page.fill("#id_contents", _contents(llm.url))
+        page.fill("#id_toolDirectory", "")
         page.click("input[name=_save]")
         expect(page.locator(".messagelist")).to_contain_text("was added successfully")
         assert _stored_slugs(server.db) == ["asker"]

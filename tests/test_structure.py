@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.harness import ROOT
 
-PACKAGES = ("agentsite", "agents_app", "tools_app", "sessions_app", "devtools")
+PACKAGES = ("agentsite", "agents_app", "tools_app", "sessions_app", "console_app", "devtools")
 
 
 def _modules() -> dict[str, Path]:

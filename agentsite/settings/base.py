@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "agents_app",
     "tools_app",
     "sessions_app",
+    "console_app",
 ]
 
 MIDDLEWARE = [

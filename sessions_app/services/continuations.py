@@ -190,6 +190,7 @@ def create_continuations(session: Session, new: list[NewContinuation]) -> None:
                 session=session,
                 tool_call_id=item.tool_call_id,
                 provider_call_id=str(item.call.get("id") or ""),
+                tool=str((item.call.get("function") or {}).get("name") or ""),
                 call=item.call,
                 disposition=item.disposition,
                 created_at=now,

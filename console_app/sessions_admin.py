@@ -1,10 +1,13 @@
-"""Sessions in the Django admin (docs/decisions.md §17): read them, and complete deferred calls.
+"""Sessions in the console (README, "The admin"; docs/decisions.md §17): read them, answer their
+deferred calls.
 
-A session's page shows its conversation oldest first (user messages, assistant answers, tool
-calls and their results), its pending deferred calls, its continuations and its latest events,
+A session's page puts the conversation (oldest first: user messages, assistant answers, tool
+calls and their results) and its pending calls first, then links to follow it live on the chat
+page and to its mail, events and deferred calls, then its metadata in a collapsed section. It is
 rendered by the templates of ``templates/admin/sessions_app/session/``. Nothing is edited in
-place: runs own the row. An operator with the change permission completes a pending call with a
-:class:`CompleteCallForm` under the page, which goes through
+place: runs own the row. An operator with the answer permission
+(``sessions_app.answer_continuation``) completes a pending call with a :class:`CompleteCallForm`
+under the page, which goes through
 :func:`sessions_app.services.continuations.continuation_complete` exactly as
 ``POST /v1/continuations/:token`` does (so the session resumes the same way).
 """
@@ -23,10 +26,13 @@ from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
 
 from agentsite.errors import ApiError
+from console_app.readonly import ReadOnlyAdmin
 from sessions_app import document as doc
-from sessions_app.models import Continuation, Event, Session
+from sessions_app.models import Continuation, Event, MailEnvelope, Session
 from sessions_app.services import continuations
 
+#: The permission to answer deferred calls (``Continuation.Meta.permissions``).
+ANSWER_PERMISSION = "sessions_app.answer_continuation"
 #: Events shown on a session's page, newest first.
 EVENTS_SHOWN = 50
 TEMPLATES = "admin/sessions_app/session"
@@ -114,7 +120,7 @@ class CompleteCallForm(forms.Form):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(ReadOnlyAdmin):
     """Sessions, read-only, with a form per pending call."""
 
     change_form_template = "admin/sessions_app/session/change_form.html"
@@ -122,42 +128,36 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ("status", "agent_slug")
     search_fields = ("=id", "agent_slug", "owner")
     ordering = ("-updated_at",)
-    fields = (
-        "id",
-        "agent_slug",
-        "owner",
-        "parent",
-        "status",
-        "status_detail",
-        "version",
-        "created_at",
-        "updated_at",
-        "sealed",
-        "params",
-        "run_owner",
-        "run_lease_until",
-        "conversation",
-        "pending_calls",
-        "continuation_list",
-        "recent_events",
+    fieldsets = (
+        (None, {"fields": ("conversation", "pending_calls", "links")}),
+        (
+            "Metadata",
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "id",
+                    "agent_slug",
+                    "owner",
+                    "parent",
+                    "status",
+                    "status_detail",
+                    "version",
+                    "created_at",
+                    "updated_at",
+                    "sealed",
+                    "params",
+                    "run_owner",
+                    "run_lease_until",
+                ),
+            },
+        ),
+        ("Continuations and events", {"classes": ("collapse",), "fields": ("continuation_list", "recent_events")}),
     )
-    readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Sessions are created over the API."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
-        """Runs own the row: the page is for reading (completing a call has its own form)."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
-        """Deleting goes through the API, which cascades and emits events."""
-        return False
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
 
     def can_complete(self, request: HttpRequest) -> bool:
-        """Whether the operator may complete pending calls (Django's change permission on sessions)."""
-        return request.user.has_perm("sessions_app.change_session")
+        """Whether the operator may answer pending calls (the answer permission of deferred calls)."""
+        return request.user.has_perm(ANSWER_PERMISSION)
 
     @admin.display(description="conversation (oldest first)")
     def conversation(self, obj: Session) -> str:
@@ -170,6 +170,23 @@ class SessionAdmin(admin.ModelAdmin):
         """The deferred calls waiting for a result (the forms below the page complete them)."""
         calls = [(_call_label(c["call"]), c["continuation_token"]) for c in obj.pending_calls]
         return render_to_string(f"{TEMPLATES}/pending_calls.html", {"calls": calls})
+
+    @admin.display(description="more")
+    def links(self, obj: Session) -> str:
+        """Follow the session live on the chat page; its mail, events and deferred calls."""
+        return render_to_string(
+            f"{TEMPLATES}/links.html",
+            {
+                "session": obj,
+                "live": f"/#session={obj.pk}",
+                "mail": reverse("admin:sessions_app_mailenvelope_changelist") + f"?session__id__exact={obj.pk}",
+                "events": reverse("admin:sessions_app_event_changelist") + f"?session_id={obj.pk}",
+                "calls": reverse("admin:sessions_app_continuation_changelist")
+                + f"?session__id__exact={obj.pk}&state=all",
+                "mail_count": MailEnvelope.objects.filter(session=obj).count(),
+                "event_count": Event.objects.filter(session_id=obj.pk).count(),
+            },
+        )
 
     @admin.display(description="continuations")
     def continuation_list(self, obj: Session) -> str:
