@@ -3,6 +3,7 @@ heads (docs/api.md §1.5: ``agentsite.http_limits``).
 
 On SIGTERM or SIGINT: stop listening, end the event streams and answer ``wait=true`` requests
 with the current state, give the other requests up to ``--shutdown-grace`` seconds, then exit 0.
+An address it cannot listen on (taken, say) ends it with status 2.
 Runs of the embedded worker hand their session back after their current step, and the MCP
 servers this process started are stopped.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -38,10 +40,16 @@ def serve(bind: str, port: int, grace: float) -> None:
         """A daphne server that remembers its listening ports, to close them on shutdown."""
 
         ports: list[Any] = []
+        listen_failures: list[str] = []
 
         def listen_success(self, listening_port: Any) -> None:
             self.ports.append(listening_port)
             super().listen_success(listening_port)
+
+        def listen_error(self, failure: Any) -> None:
+            # daphne logs it and stops with status 0: a supervisor would take that for a clean stop
+            self.listen_failures.append(failure.getErrorMessage())
+            self.stop()
 
     # a deep accept queue: a burst of connections waits to be accepted rather than being retried
     endpoints = [f"{endpoint}:backlog={LISTEN_BACKLOG}" for endpoint in build_endpoint_description_strings(bind, port)]
@@ -91,7 +99,12 @@ def serve(bind: str, port: int, grace: float) -> None:
 
     stop_mcp_servers()
     leave_fleet()
+    status = 0
+    if server.listen_failures:
+        status = 2
+        log.error("cannot listen", extra={"kind": "server.listen_failed", "errors": server.listen_failures})
+        print(f"agents serve: cannot listen on {bind}:{port}: {server.listen_failures[0]}", file=sys.stderr)
     # Threads still busy (an embedded run waiting on its LLM, say) would hold the interpreter
     # past the grace period: leave now. Their sessions are recovered when a server starts again.
     logging.shutdown()
-    os._exit(0)
+    os._exit(status)

@@ -129,3 +129,22 @@ def test_a_signal_to_the_demo_stops_everything_it_started(tmp_path: Path, signum
                 probe.bind(("127.0.0.1", taken))
     finally:
         demo.stop()
+
+
+def test_the_demo_stops_when_its_model_cannot_start(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        llm_port = taken.getsockname()[1]
+        demo = Process(
+            [str(ROOT / "scripts" / "demo")],
+            base_env(AGENTS_PORT=str(port), MOCK_LLM_PORT=str(llm_port), DEMO_DB=str(tmp_path / "demo.db")),
+            tmp_path / "demo.log",
+        )
+        try:
+            assert demo.proc.wait(300) != 0
+            assert "demo: the scripted model stopped" in demo.output()
+            wait_until(lambda: not _group_alive(demo.proc.pid), timeout=30)
+        finally:
+            demo.stop()

@@ -7,6 +7,7 @@ The helpers are tested in this process; the startup refusal and the Host check o
 from __future__ import annotations
 
 import json
+import socket
 import stat
 import subprocess
 import sys
@@ -132,6 +133,25 @@ def test_serve_on_postgresql_without_a_key_refuses_to_start_in_one_line(tmp_path
     assert result.returncode == 2
     assert result.stderr.startswith("agents serve: set DJANGO_SECRET_KEY")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_serve_on_a_taken_port_stops_with_status_2_saying_so(tmp_path: Path) -> None:
+    agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "agentsite.cli", "serve", "--agent-file", str(agent), "--port", str(port)],
+            cwd=tmp_path,
+            env=base_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 2, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("agents serve: cannot listen")]
+    assert said and said[0].startswith(f"agents serve: cannot listen on 127.0.0.1:{port}: "), result.stderr
 
 
 def test_a_server_keeps_its_key_beside_its_database_across_restarts(
