@@ -193,3 +193,11 @@ def test_the_error_catalogue_has_one_class_per_code() -> None:
         assert error.body() == {"error": code.value, "message": error.message}
         assert error.message, code
         assert 400 <= error.status <= 500
+
+
+def test_every_code_is_in_the_documented_table_with_its_status() -> None:
+    from agentsite.errors import CATALOGUE
+
+    table = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
+    for code, cls in CATALOGUE.items():
+        assert f"| `{code.value}` | {cls.status} |" in table, code
