@@ -20,6 +20,7 @@ from agentsite.celery import app
 #: The task names of ``sessions_app.tasks``.
 RUN_SESSION_TASK = "sessions.run_session"
 RUN_BACKGROUND_CALL_TASK = "sessions.run_background_call"
+FORWARD_WATCHED_EVENT_TASK = "sessions.forward_watched_event"
 
 
 class LocalWorker(Protocol):
@@ -60,3 +61,10 @@ def enqueue_background_call(call_id: uuid.UUID) -> None:
     """Send a ``runAsync`` call (a BackgroundCall row) to a worker once the transaction commits."""
     args = [str(call_id)]
     transaction.on_commit(lambda: _send(RUN_BACKGROUND_CALL_TASK, args, background_call=True))
+
+
+def enqueue_watched_event(event_seq: int) -> None:
+    """Send event ``event_seq`` to a worker that mails it to its watchers, once the transaction
+    that wrote it commits (README, "Agent-to-agent mail")."""
+    args = [str(event_seq)]
+    transaction.on_commit(lambda: _send(FORWARD_WATCHED_EVENT_TASK, args))

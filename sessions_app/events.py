@@ -18,8 +18,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions_app import hub
+from sessions_app.dispatch import enqueue_watched_event
 from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn
-from sessions_app.models import Event, EventRetention, Session
+from sessions_app.models import Event, EventRetention, Session, SessionWatch
 from sessions_app.serializers import meta_view
 
 #: Any constant works: it only has to be the same in every process writing events.
@@ -58,7 +59,20 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
             cursor.execute(_INSERT, [_db_value(name, getattr(event, name)) for name in _COLUMNS])
             event.seq = cursor.fetchone()[0]
         hub.announce_on_commit(session_id)
+        if _watched(session_id, str(kind)):
+            enqueue_watched_event(event.seq)
     return event
+
+
+#: Event kinds never forwarded to watchers: one mail per streamed token would flood them.
+UNWATCHABLE_KINDS = frozenset({"text.delta", "snapshot"})
+
+
+def _watched(session_id: uuid.UUID | str, kind: str) -> bool:
+    """Whether a live ``watch-session`` may want this event (README, "Agent-to-agent mail")."""
+    if kind in UNWATCHABLE_KINDS:
+        return False
+    return SessionWatch.objects.filter(watched_id=session_id, expires_at__gt=timezone.now()).exists()
 
 
 _COLUMNS = ("session_id", "owner", "kind", "payload_json", "created_at")

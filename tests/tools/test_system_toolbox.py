@@ -80,9 +80,9 @@ def test_information_capabilities(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        ({}, 'the argument "capability" is required (one of: date)'),
-        ({"capability": "hostname"}, "capability 'hostname' is not enabled in this toolbox (enabled: date)"),
-        ({"capability": "wait"}, "capability 'wait' is not supported by this server yet"),
+        ({}, 'the argument "capability" is required (one of: date, wait)'),
+        ({"capability": "hostname"}, "capability 'hostname' is not enabled in this toolbox (enabled: date, wait)"),
+        ({"capability": "wait"}, "wait needs a session store, and this call has none"),
     ],
 )
 def test_capabilities_not_offered_are_errors(tmp_path: Path, arguments: dict, message: str) -> None:
