@@ -4,25 +4,30 @@ rules, spawn refusals and watch forwarding, through the services the System tool
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from django.db import close_old_connections
 
 from agents_app.loader import load_agent_files
 from agents_app.registry import AgentRegistry, set_registry
 from agents_app.runtime import reset_runtime_agents
+from agentsite.common import db_now
 from agentsite.errors import MailboxFull
 from devtools.mockllm import MockLlmServer
-from sessions_app import events, mailbox
+from sessions_app import background, events, mailbox
 from sessions_app.event_types import EventKind, RunStopped
-from sessions_app.models import MailEnvelope, Session, SessionWatch
+from sessions_app.models import BackgroundCall, MailEnvelope, Session, SessionWatch
+from sessions_app.ports import DbSessionsPort
 from sessions_app.services import agentmail, sessions
 from sessions_app.services.mail import mail_send
 from sessions_app.store import store
 from tests.harness import write_agent
-from tools_app.ports import SendRefused
+from tools_app.ports import SendRefused, ToolCallNotFound, WaitOutcome
 
 
 @pytest.fixture
@@ -42,6 +47,7 @@ def agents(tmp_path: Path, llm_server: Callable[..., MockLlmServer]) -> Iterator
         ),
         write_agent(tmp_path, "peer", llm.url),
         write_agent(tmp_path, "loner", llm.url, mailScope="own"),
+        write_agent(tmp_path, "capped", llm.url, maxWaitSeconds=1),
         write_agent(
             tmp_path,
             "eager",
@@ -237,3 +243,59 @@ def test_watch_refusals(agents: None) -> None:
     watch(str(kid.pk))
     watch(str(kid.pk))
     assert SessionWatch.objects.filter(watcher=boss).count() == 1  # the second replaced the first
+
+
+def _running_call(session: Session, call_id: str) -> BackgroundCall:
+    tracked = {"tcId": f"tc-{call_id}", "tcCall": {"id": call_id, "function": {"name": "bash_slow", "arguments": "{}"}}}
+    return background.create(session, tracked, attached=False)
+
+
+def _later(seconds: float, action: Callable[[], object]) -> threading.Thread:
+    def run() -> None:
+        time.sleep(seconds)
+        try:
+            action()
+        finally:
+            close_old_connections()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_wait_returns_on_mail_on_a_final_call_or_at_its_timeout(agents: None) -> None:
+    session, other = _session("eager"), _session("eager")
+    port = DbSessionsPort(str(session.pk))
+    assert port.wait(None, 0.3) == WaitOutcome(woken_by="timeout", tool_call_id=None, unread=0)
+    slow, fast = _running_call(session, "call_slow"), _running_call(session, "call_fast")
+
+    def finish(row: BackgroundCall) -> None:
+        BackgroundCall.objects.filter(pk=row.pk).update(state=BackgroundCall.State.COMPLETED, finished_at=db_now())
+
+    thread = _later(0.5, lambda: finish(fast))
+    started = time.monotonic()
+    assert port.wait("any-call", 30) == WaitOutcome(woken_by="call", tool_call_id="call_fast", unread=0)
+    assert time.monotonic() - started >= 0.4
+    thread.join()
+    thread = _later(0.5, lambda: finish(slow))
+    assert port.wait(["call_slow"], 30).tool_call_id == "call_slow"
+    thread.join()
+    with pytest.raises(ToolCallNotFound):
+        port.wait(["call_nobody_made"], 1)
+    thread = _later(0.5, lambda: _send(other, session, text="wake up"))
+    started = time.monotonic()
+    assert port.wait(None, 30) == WaitOutcome(woken_by="mail", tool_call_id=None, unread=1)
+    assert time.monotonic() - started >= 0.4
+    thread.join()
+    # it only looks: the mail is still unread, and a wait on a call sees it at once
+    assert port.wait("any-call", 30).woken_by == "mail"
+    assert MailEnvelope.objects.filter(session=session).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_wait_is_capped_by_max_wait_seconds(agents: None) -> None:
+    session = _session("capped")
+    started = time.monotonic()
+    assert DbSessionsPort(str(session.pk)).wait(None, 60).woken_by == "timeout"
+    assert time.monotonic() - started < 30
