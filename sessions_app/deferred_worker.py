@@ -111,6 +111,8 @@ def _complete_in_database(token: str, result: Any, resume: bool) -> None:
 
     if not settings.configured:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+        # the worker's own logging (Celery's) stays as it is: the server's would replace it
+        settings.LOGGING_CONFIG = None
     django.setup()
     from agentsite.errors import ApiError
     from sessions_app.services.continuations import continuation_complete
