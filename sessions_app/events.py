@@ -8,6 +8,7 @@ the stored row the same way every time, so a replayed event is byte-for-byte the
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
@@ -68,11 +69,29 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
 UNWATCHABLE_KINDS = frozenset({"text.delta", "snapshot"})
 
 
+#: Seconds a process trusts its list of watched sessions: events are the hot path, and asking the
+#: database about watches at every one of them tripled the cost of an event.
+WATCHED_REFRESH_SECONDS = 1.0
+_watched_ids: tuple[float, frozenset[str]] = (float("-inf"), frozenset())
+
+
 def _watched(session_id: uuid.UUID | str, kind: str) -> bool:
     """Whether a live ``watch-session`` may want this event (README, "Agent-to-agent mail")."""
+    global _watched_ids
     if kind in UNWATCHABLE_KINDS:
         return False
-    return SessionWatch.objects.filter(watched_id=session_id, expires_at__gt=timezone.now()).exists()
+    loaded_at, ids = _watched_ids
+    if time.monotonic() - loaded_at > WATCHED_REFRESH_SECONDS:
+        live = SessionWatch.objects.filter(expires_at__gt=timezone.now()).values_list("watched_id", flat=True)
+        ids = frozenset(str(watched) for watched in live.distinct())
+        _watched_ids = (time.monotonic(), ids)
+    return str(session_id) in ids
+
+
+def forget_watched_sessions() -> None:
+    """Make this process read the watched sessions again at its next event (a watch was made)."""
+    global _watched_ids
+    _watched_ids = (float("-inf"), frozenset())
 
 
 _COLUMNS = ("session_id", "owner", "kind", "payload_json", "created_at")

@@ -299,3 +299,19 @@ def test_wait_is_capped_by_max_wait_seconds(agents: None) -> None:
     started = time.monotonic()
     assert DbSessionsPort(str(session.pk)).wait(None, 60).woken_by == "timeout"
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_watch_is_seen_by_this_process_at_once_and_an_expired_one_is_dropped(agents: None) -> None:
+    boss = _session("boss")
+    kid = _session("kid", boss)
+    assert not events._watched(kid.pk, "run.stopped")
+    agentmail.watch_create(watcher_id=str(boss.pk), session=str(kid.pk), events=["run.stopped"], tool=None, ttl=0)
+    # a watch that has expired forwards nothing and is deleted by the next forwarding
+    stopped = events.emit(EventKind.RUN_STOPPED, kid.pk, None, RunStopped(status="idle"))
+    assert agentmail.watched_event_forward(stopped.seq) == 0
+    assert not SessionWatch.objects.exists()
+    agentmail.watch_create(watcher_id=str(boss.pk), session=str(kid.pk), events=["run.stopped"], tool=None, ttl=60)
+    assert events._watched(kid.pk, "run.stopped")
+    assert not events._watched(kid.pk, "text.delta")
+    assert not events._watched(boss.pk, "run.stopped")

@@ -23,6 +23,7 @@ from agentsite.common import db_now
 from agentsite.errors import ApiError
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run
+from sessions_app.events import forget_watched_sessions
 from sessions_app.models import Event, Session, SessionWatch
 from sessions_app.services.mail import mail_send
 from sessions_app.store import insert_session, run_fields
@@ -275,6 +276,7 @@ def watch_create(*, watcher_id: str, session: str, events: list[str], tool: str 
             created_at=now,
             expires_at=now + timedelta(seconds=min(ttl, MAX_WATCH_TTL)),
         )
+        transaction.on_commit(forget_watched_sessions)
     return {
         "watch_id": str(watch.pk),
         "session": str(watched.pk),
