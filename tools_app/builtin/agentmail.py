@@ -25,7 +25,7 @@ from agents_app.builtins import SystemConfig
 
 from ..base import ToolContext
 from ..ports import SendRefused, ToolCallNotFound
-from .introspection import CapabilityError
+from .introspection import CapabilityError, _number, _text
 
 #: Capabilities this module answers.
 CAPABILITIES = frozenset({"send-message", "spawn-session", "watch-session", "unwatch-session", "wait"})
@@ -86,13 +86,13 @@ def run(config: SystemConfig, capability: str, arguments: dict[str, Any], ctx: T
         if capability == "send-message":
             return port.send_message(
                 _text(arguments, "to"),
-                _text(arguments, "text", allow_empty=True),
+                _text(arguments, "text"),
                 in_reply_to=_optional_text(arguments, "in_reply_to"),
                 expects_reply=_flag(arguments, "expects_reply"),
                 interrupt=_flag(arguments, "interrupt"),
             )
         if capability == "spawn-session":
-            return port.spawn_session(_text(arguments, "agent"), _text(arguments, "message", allow_empty=True))
+            return port.spawn_session(_text(arguments, "agent"), _text(arguments, "message"))
         if capability == "watch-session":
             events = arguments.get("events", ["run.stopped"])
             if not isinstance(events, list) or not events or not all(isinstance(e, str) and e for e in events):
@@ -131,13 +131,6 @@ def _wait(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return answer
 
 
-def _text(arguments: dict[str, Any], key: str, *, allow_empty: bool = False) -> str:
-    value = arguments.get(key)
-    if not isinstance(value, str) or (not value and not allow_empty):
-        raise CapabilityError(f'the argument "{key}" is required (a string)')
-    return value
-
-
 def _optional_text(arguments: dict[str, Any], key: str) -> str | None:
     value = arguments.get(key)
     if value is None:
@@ -152,10 +145,3 @@ def _flag(arguments: dict[str, Any], key: str) -> bool:
     if not isinstance(value, bool):
         raise CapabilityError(f'"{key}" must be true or false')
     return value
-
-
-def _number(arguments: dict[str, Any], key: str, default: float) -> float:
-    value = arguments.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise CapabilityError(f'"{key}" must be a number of seconds, 0 or more')
-    return float(value)
