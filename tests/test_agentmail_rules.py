@@ -315,3 +315,28 @@ def test_a_new_watch_is_seen_by_this_process_at_once_and_an_expired_one_is_dropp
     assert events._watched(kid.pk, "run.stopped")
     assert not events._watched(kid.pk, "text.delta")
     assert not events._watched(boss.pk, "run.stopped")
+
+
+@pytest.mark.django_db
+def test_forwarded_events_count_hops_so_sessions_watching_each_other_stop(agents: None) -> None:
+    boss = _session("boss")
+    kid = _session("kid", boss)
+    agentmail.watch_create(watcher_id=str(boss.pk), session=str(kid.pk), events=["run.stopped"], tool=None, ttl=60)
+
+    def kid_last_read(hops: int) -> None:
+        mail = [{"from": agentmail.WATCH_SENDER, "hops": hops, "body": {"tag": "watchedEvent"}}]
+        turns = [
+            {"tag": "LlmTurn", "contents": {"llmResponse": {"responseText": "seen"}}},
+            {"tag": "UserTurn", "contents": {"userQuery": "x", "userTools": [], "userMail": mail}},
+        ]
+        current = Session.objects.get(pk=kid.pk)
+        store(current, {**current.document, "turns": turns})
+
+    kid_last_read(3)
+    first = events.emit(EventKind.RUN_STOPPED, kid.pk, None, RunStopped(status="idle"))
+    assert agentmail.watched_event_forward(first.seq) == 1
+    assert MailEnvelope.objects.get(session=boss).hops == 4
+    kid_last_read(16)  # boss's maxMailHops is 16: hop 17 is not forwarded
+    second = events.emit(EventKind.RUN_STOPPED, kid.pk, None, RunStopped(status="idle"))
+    assert agentmail.watched_event_forward(second.seq) == 0
+    assert MailEnvelope.objects.filter(session=boss).count() == 1

@@ -39,6 +39,8 @@ MAX_WATCH_TTL = 24 * 3600.0
 MAX_TREE_DEPTH = 64
 
 UNKNOWN_RECIPIENT, NOT_PERMITTED, TOO_MANY_HOPS = "unknown_recipient", "not_permitted", "too_many_hops"
+#: The sender of forwarded events.
+WATCH_SENDER = {"tag": "system", "source": "watch"}
 
 
 def _session_of(session_id: str, owner: str | None) -> Session:
@@ -92,9 +94,18 @@ def in_scope(sender: Session, recipient: Session, scope: str) -> bool:
     return scope == "subtree" and recipient.pk in _ancestors(sender)
 
 
+#: Senders whose mail counts in the hops of the mail it leads to: other sessions, and watches (a
+#: watched event that wakes a session whose events are watched in turn is a chain too).
+_HOP_SENDERS = ({"tag": "session"}, WATCH_SENDER)
+
+
+def _counts_as_hop(sender: dict[str, Any]) -> bool:
+    return any(all(sender.get(key) == value for key, value in kind.items()) for kind in _HOP_SENDERS)
+
+
 def _answered_hops(sender: Session, in_reply_to: str | None) -> int:
-    """The hops of mail from ``sender``: one more than the session mail it answers (the envelope
-    ``in_reply_to``, else the mail its model last read), 0 when it answers none."""
+    """The hops of mail from ``sender``: one more than the session or watch mail it answers (the
+    envelope ``in_reply_to``, else the mail its model last read), 0 when it answers none."""
     answered: list[dict[str, Any]] = []
     if in_reply_to is not None:
         try:
@@ -106,7 +117,7 @@ def _answered_hops(sender: Session, in_reply_to: str | None) -> int:
             answered = [{"from": envelope.sender, "hops": envelope.hops}]
     if not answered:
         answered = _mail_last_read(sender.document)
-    hops = [int(m.get("hops") or 0) for m in answered if (m.get("from") or {}).get("tag") == "session"]
+    hops = [int(m.get("hops") or 0) for m in answered if _counts_as_hop(m.get("from") or {})]
     return max(hops) + 1 if hops else 0
 
 
@@ -119,6 +130,11 @@ def _mail_last_read(document: dict[str, Any]) -> list[dict[str, Any]]:
         elif answered and turn.get("tag") in ("UserTurn", "PartialUserTurn"):
             return list((turn.get("contents") or {}).get("userMail") or [])
     return []
+
+
+def _spec_of(session_id: uuid.UUID) -> Any:
+    slug = Session.objects.filter(pk=session_id).values_list("agent_slug", flat=True).get()
+    return runtime_agent(slug).loaded.spec
 
 
 def _sender(session: Session) -> dict[str, Any]:
@@ -312,12 +328,19 @@ def watched_event_forward(event_seq: int) -> int:
     """Mail event ``event_seq`` to every live watch it matches (its kind listed, and its tool
     matching the watch's glob for ``tool.*`` events); expired watches are deleted on the way.
 
+    The mail's hops are one more than those of the session or watch mail the watched session
+    last read; past the watcher's ``maxMailHops`` the event is not forwarded, so sessions that
+    watch each other cannot wake each other forever.
+
     Returns:
-        How many watchers were mailed. A watcher whose mailbox is full misses the event (logged).
+        How many watchers were mailed. A watcher whose mailbox is full, or whose hops would be
+        exceeded, misses the event (logged).
     """
     event = Event.objects.filter(seq=event_seq).first()
-    if event is None:
+    watched = Session.objects.filter(pk=event.session_id).first() if event is not None else None
+    if event is None or watched is None:
         return 0
+    hops = _answered_hops(watched, None)
     now = db_now()
     SessionWatch.objects.filter(watched_id=event.session_id, expires_at__lte=now).delete()
     payload = json.loads(event.payload_json)
@@ -327,14 +350,11 @@ def watched_event_forward(event_seq: int) -> int:
             continue
         body = {"tag": "watchedEvent", "sessionId": str(event.session_id), "event": event.kind, "data": payload}
         try:
-            mail_send(
-                session_id=watch.watcher_id,
-                body=body,
-                sender={"tag": "system", "source": "watch"},
-                hops=0,
-            )
+            if hops > _spec_of(watch.watcher_id).maxMailHops:
+                raise SendRefused(TOO_MANY_HOPS, f"hop {hops}")
+            mail_send(session_id=watch.watcher_id, body=body, sender=WATCH_SENDER, hops=hops)
             sent += 1
-        except ApiError as error:
+        except (ApiError, SendRefused) as error:
             log.warning(
                 "watched event not delivered",
                 extra={"kind": "mail.undelivered", "session_id": str(watch.watcher_id), "reason": error.code},
