@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_app.builtins import SystemConfig
-
 from ..base import ToolContext
 from ..ports import SendRefused, ToolCallNotFound
 from .introspection import CapabilityError, _number, _text
@@ -72,7 +70,7 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def run(config: SystemConfig, capability: str, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+def run(capability: str, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Answer one of this module's capabilities (the ``data`` of the System answer).
 
     Raises:

@@ -145,7 +145,7 @@ class SystemTool(BuiltinTool):
             if handler is not None:
                 data = handler(arguments, ctx)
             elif capability in agentmail.CAPABILITIES:
-                data = agentmail.run(self.config, capability, arguments, ctx)
+                data = agentmail.run(capability, arguments, ctx)
             else:
                 data = introspection.run(self.config, capability, arguments, ctx)
         except (SandboxError, introspection.CapabilityError) as error:
