@@ -106,11 +106,14 @@ def _apply_isolation_flag(args: argparse.Namespace, command: str) -> None:
     path made absolute); exit 2 with one line on stderr for any other value."""
     if not args.isolate_tools:
         return
-    kind, _, target = args.isolate_tools.partition(":")
-    if kind not in ("docker", "process") or not target:
-        print(f"agents {command}: --isolate-tools takes docker:IMAGE or process:PATH", file=sys.stderr)
-        raise SystemExit(2)
-    value = f"process:{Path(target).resolve()}" if kind == "process" else args.isolate_tools
+    from agentsite.isolation import IsolationSpec
+
+    try:
+        spec = IsolationSpec.parse(args.isolate_tools)
+    except ValueError as error:
+        print(f"agents {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    value = f"process:{Path(spec.target).resolve()}" if spec.kind == "process" else args.isolate_tools
     os.environ["AGENTS_ISOLATE_TOOLS"] = value
 
 

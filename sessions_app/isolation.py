@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from django.conf import settings
 
 from agentsite.errors import ApiError
+from agentsite.isolation import IsolationSpec
 from sessions_app.services.continuations import normalize_tool_result
 from tools_app.base import Tool, ToolContext, ToolLookup, ToolResult, cap_result
 from tools_app.bash.process import run_process, tail_text
@@ -27,41 +28,6 @@ from tools_app.mcp.toolbox import McpTool
 
 #: The most bytes of a worker's answer read (on top of the tool output cap: the envelope's own).
 ENVELOPE_OVERHEAD_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class IsolationSpec:
-    """A parsed ``--isolate-tools`` value.
-
-    Attributes:
-        kind: ``docker`` (``docker run --rm -i IMAGE``) or ``process`` (the executable PATH).
-        target: the image or the path.
-    """
-
-    kind: Literal["docker", "process"]
-    target: str
-
-    @classmethod
-    def parse(cls, value: str) -> IsolationSpec:
-        """Read ``docker:IMAGE`` or ``process:PATH``.
-
-        Raises:
-            ValueError: anything else, or an empty image or path.
-        """
-        kind, separator, target = value.partition(":")
-        if kind not in ("docker", "process") or not separator or not target:
-            raise ValueError(f"--isolate-tools takes docker:IMAGE or process:PATH, not {value!r}")
-        return cls(kind, target)  # type: ignore[arg-type]
-
-    def argv(self) -> list[str]:
-        """The worker's command line."""
-        return ["docker", "run", "--rm", "-i", self.target] if self.kind == "docker" else [self.target]
-
-    def policy(self) -> dict[str, Any]:
-        """The envelope's ``policy``."""
-        if self.kind == "docker":
-            return {"tag": "runIsolated", "spec": {"tag": "docker", "image": self.target}}
-        return {"tag": "runIsolated", "spec": {"tag": "localProcess", "path": self.target}}
 
 
 def configured() -> str:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from agentsite.isolation import IsolationSpec
 from devtools.mockllm import MockLlmServer
-from sessions_app.isolation import IsolationSpec
 from tests.harness import ROOT, Server, base_env, wait_until, write_agent, write_tool
 
 #: The worker: records the envelope, then answers as the call's "mode" argument says.
@@ -167,7 +167,7 @@ def test_bad_isolation_values_are_refused(value: str) -> None:
     command = [sys.executable, "-m", "agentsite.cli", "serve", "--isolate-tools", value, "--agent-file", "x.json"]
     done = subprocess.run(command, env=base_env(), cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
-    assert done.stderr.strip() == "agents serve: --isolate-tools takes docker:IMAGE or process:PATH"
+    assert done.stderr.strip() == f"agents serve: --isolate-tools takes docker:IMAGE or process:PATH, not {value!r}"
 
 
 def test_mcp_calls_go_to_the_worker_and_the_lua_portal_refuses_isolated_tools(
