@@ -1,6 +1,6 @@
 """Agent-to-agent mail end to end (issue 16, acceptance 6): two agents driven by the scripted model
 over HTTP exchange messages with ``send-message`` and ``wait``; a ``spawn-session`` child and a
-``watch-session`` keep working across a restart of the server."""
+``watch-session`` keep working across a restart, on the embedded default and scaled out."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.mockllm import MockLlmServer
-from tests.harness import Server, wait_until, write_agent
+from tests.harness import Server, Worker, wait_until, write_agent
 
 SYS = "system_sys_system_info"
 CAPABILITIES = ["send-message", "spawn-session", "watch-session", "unwatch-session", "wait"]
@@ -120,12 +122,37 @@ def test_two_agents_exchange_messages_and_wait_returns_on_mail(
     assert any("PING from alice" in s and "expects reply" in s for s in bob_seen)
 
 
+def _start(
+    files: list[Path],
+    start_server: Callable[..., Server],
+    start_worker: Callable[..., Worker],
+    scaled: dict[str, Any] | None,
+) -> tuple[Server, Worker | None]:
+    """The embedded default, or scaled out: a server and a separate Celery worker sharing
+    PostgreSQL and Redis."""
+    if scaled is None:
+        return start_server(files), None
+    return start_server(files, **scaled), start_worker(files, **scaled)
+
+
+@pytest.mark.parametrize("mode", ["embedded", "scaled"])
 def test_spawned_sessions_and_watches_survive_a_restart(
-    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+    mode: str,
+    tmp_path: Path,
+    llm_server: Callable[..., MockLlmServer],
+    start_server: Callable[..., Server],
+    start_worker: Callable[..., Worker],
+    request: pytest.FixtureRequest,
 ) -> None:
+    scaled = None
+    if mode == "scaled":
+        scaled = {
+            "db": request.getfixturevalue("postgres_url"),
+            "env": {"REDIS_URL": request.getfixturevalue("redis_url")},
+        }
     llm = llm_server({"rules": [{"reply": {"content": "ready"}}]})
     files = _agents(tmp_path, llm)
-    server = start_server(files)
+    server, worker = _start(files, start_server, start_worker, scaled)
     bob = _post(server, "/v1/sessions", {"agent": "bob", "prompt": "hello bob"})["session_id"]
     _settled(server, bob)
     llm.script["rules"][:0] = [
@@ -156,7 +183,12 @@ def test_spawned_sessions_and_watches_survive_a_restart(
     assert (watched["data"]["session"], watched["data"]["events"]) == (bob, ["run.stopped"])
 
     server.stop()
-    server = start_server(files, db=server.db)
+    if worker is not None:
+        worker.stop()
+    if scaled is None:
+        server = start_server(files, db=server.db)
+    else:
+        server, worker = _start(files, start_server, start_worker, scaled)
 
     # the child still answers its parent by mail
     _post(server, f"/v1/sessions/{kid['session_id']}/messages", {"prompt": "KID-AGAIN"})
