@@ -52,9 +52,12 @@ SYSTEM_CAPABILITIES = (
     "search-sessions",
     "read-session",
     "get-session-stats",
+    "send-message",
+    "spawn-session",
+    "watch-session",
+    "unwatch-session",
+    "wait",
 )
-#: Mailbox capabilities of agents-exe that this server does not offer yet: refused when called.
-SYSTEM_CAPABILITIES_LATER = ("send-message", "spawn-session", "watch-session", "unwatch-session", "wait")
 #: System capabilities that read files through the toolbox's sandbox.
 SYSTEM_FILE_CAPABILITIES = ("attach-file", "list-directory")
 
@@ -427,9 +430,7 @@ def _check_capabilities(box: BuiltinToolbox, label: str, warnings: list[str]) ->
         return
     known = _CAPABILITIES[box.tag] if box.tag in _CAPABILITIES else ()
     for capability in dict.fromkeys(listed):
-        if capability in SYSTEM_CAPABILITIES_LATER and box.tag == "SystemToolbox":
-            warnings.append(f"{label}: capability {capability!r} is not supported by this server yet; calls refused")
-        elif capability not in known:
+        if capability not in known:
             warnings.append(f"{label}: unknown capability {capability!r} ignored (known: {', '.join(known)})")
     file_caps = [c for c in box.capabilities if c in _FILE_CAPABILITIES.get(box.tag, ())]
     if file_caps and box.sandbox.predicate.tag == "AlwaysDeny":

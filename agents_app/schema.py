@@ -20,6 +20,10 @@ ENVELOPE_TAG = "OpenAIAgentDescription"
 #: What a slug may hold (docs/agents.md §2): characters safe in URLs and in tool names.
 SLUG_PATTERN = re.compile(r"[A-Za-z0-9_.:-]+")
 
+#: Which sessions an agent may mail (``mailScope``) or interrupt (``interruptScope``): itself only,
+#: its descendants, its ancestors and descendants, or every session of its owner.
+MailScope = Literal["own", "children", "subtree", "all"]
+
 #: Flavors we know (docs/agents.md §7.1). ``openai`` and ``OpenAI`` are older spellings of OpenAIv1.
 KNOWN_FLAVORS = {"OpenAIv1", "KimiV1", "MistralV1", "OllamaV1", "openai", "OpenAI"}
 
@@ -154,6 +158,9 @@ class Disposition(_Lenient):
     tag: Literal["runSync", "runAsync", "runIsolated", "defer", "decorate"]
     reason: str | None = None
     attachSeconds: float | None = None
+    # ours (ignored by agents-exe): a ``defer`` whose calls are published to this Celery queue
+    # (README, "Deferred calls on a Celery queue")
+    queue: str | None = None
     spec: Any = None
     decorators: list[Any] | None = None
     inner: Disposition | None = None
@@ -256,6 +263,13 @@ class AgentSpec(_Lenient):
     interruptCompletions: bool = False
     pauseCancelsCalls: bool = False
     resumeOnAnyMail: bool = False
+    # agent-to-agent mail (README, "Agent-to-agent mail"): who this agent may mail or interrupt,
+    # how much unread mail it holds, how long a reply chain runs, how long ``wait`` blocks
+    mailScope: MailScope = "subtree"
+    interruptScope: MailScope = "children"
+    mailboxMaxUnread: int = Field(default=256, ge=1)
+    maxMailHops: int = Field(default=16, ge=0)
+    maxWaitSeconds: float = Field(default=300.0, ge=0)
     # ours (ignored by agents-exe): tools (LLM-visible names) whose calls may run again when a
     # crash left it unknown whether they ran (docs/tools.md §5.4)
     safeToRetry: list[str] = Field(default_factory=list)

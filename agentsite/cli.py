@@ -101,6 +101,22 @@ def _apply_agent_flags(args: argparse.Namespace) -> None:
         os.environ["DATABASE_URL"] = _db_url(args.db)
 
 
+def _apply_isolation_flag(args: argparse.Namespace, command: str) -> None:
+    """``--isolate-tools docker:IMAGE | process:PATH`` into ``AGENTS_ISOLATE_TOOLS`` (a process
+    path made absolute); exit 2 with one line on stderr for any other value."""
+    if not args.isolate_tools:
+        return
+    from agentsite.isolation import IsolationSpec
+
+    try:
+        spec = IsolationSpec.parse(args.isolate_tools)
+    except ValueError as error:
+        print(f"agents {command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    value = f"process:{Path(spec.target).resolve()}" if spec.kind == "process" else args.isolate_tools
+    os.environ["AGENTS_ISOLATE_TOOLS"] = value
+
+
 def _setup_django(command: str) -> None:
     """Make sure there is a secret key, then start Django; exit 2 with one line on stderr when the
     configuration is refused (no key with PostgreSQL, a database URL Django cannot use, ...)."""
@@ -240,6 +256,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _apply_auth_flags(args)
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
+    _apply_isolation_flag(args, "serve")
     # the default allowed hosts follow the bound address
     os.environ["AGENTS_BIND"] = args.bind
     _setup_django("serve")
@@ -283,6 +300,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _apply_agent_flags(args)
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
+    _apply_isolation_flag(args, "worker")
     _setup_django("worker")
     from django.conf import settings
 
@@ -442,6 +460,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=env.int("AGENTS_PORT", default=8080), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     serve.add_argument(
+        "--isolate-tools",
+        metavar="docker:IMAGE|process:PATH",
+        help="run bash and MCP tool calls in this worker, never in the server; env AGENTS_ISOLATE_TOOLS",
+    )
+    serve.add_argument(
         "--shutdown-grace",
         type=float,
         default=env.float("AGENTS_SHUTDOWN_GRACE", default=10.0),
@@ -490,6 +513,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run the periodic tasks (run recovery, event retention); env AGENTS_WORKER_BEAT=1",
     )
     worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
+    worker.add_argument(
+        "--isolate-tools",
+        metavar="docker:IMAGE|process:PATH",
+        help="run bash and MCP tool calls in this worker, never in the server; env AGENTS_ISOLATE_TOOLS",
+    )
     worker.set_defaults(func=cmd_worker)
 
     check = sub.add_parser("check", help="validate agent files")

@@ -53,6 +53,7 @@ class ErrorCode(StrEnum):
     AGENT_INVALID_PATHS = "agent_invalid_paths"
     UNKNOWN_HELPER = "unknown_helper"
     HELPER_CYCLE = "helper_cycle"
+    MAILBOX_FULL = "mailbox_full"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -257,6 +258,14 @@ class HelperCycle(ApiError):
     """400: stored agents whose helpers lead back to themselves; built from the cycle's text."""
 
     code, status, template = ErrorCode.HELPER_CYCLE, 400, "helpers would form a cycle: {}"
+
+
+class MailboxFull(ApiError):
+    """429: the session holds as much unread mail as its agent's ``mailboxMaxUnread``; built from
+    the session id and the limit. Controls and tool-call results are never refused."""
+
+    code, status = ErrorCode.MAILBOX_FULL, 429
+    template = "session {} already holds {} unread messages (mailboxMaxUnread)"
 
 
 class InternalError(ApiError):

@@ -10,8 +10,9 @@ start with :func:`use_embedded_worker`.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.db import transaction
 
@@ -20,6 +21,12 @@ from agentsite.celery import app
 #: The task names of ``sessions_app.tasks``.
 RUN_SESSION_TASK = "sessions.run_session"
 RUN_BACKGROUND_CALL_TASK = "sessions.run_background_call"
+FORWARD_WATCHED_EVENT_TASK = "sessions.forward_watched_event"
+#: The task a deferred call routed to a queue is published as; the user's worker implements it
+#: (README, "Deferred calls on a Celery queue").
+DEFERRED_CALL_TASK = "agents.deferred_call"
+
+log = logging.getLogger("sessions.dispatch")
 
 
 class LocalWorker(Protocol):
@@ -60,3 +67,34 @@ def enqueue_background_call(call_id: uuid.UUID) -> None:
     """Send a ``runAsync`` call (a BackgroundCall row) to a worker once the transaction commits."""
     args = [str(call_id)]
     transaction.on_commit(lambda: _send(RUN_BACKGROUND_CALL_TASK, args, background_call=True))
+
+
+def enqueue_watched_event(event_seq: int) -> None:
+    """Send event ``event_seq`` to a worker that mails it to its watchers, once the transaction
+    that wrote it commits (README, "Agent-to-agent mail")."""
+    args = [str(event_seq)]
+    transaction.on_commit(lambda: _send(FORWARD_WATCHED_EVENT_TASK, args))
+
+
+def publish_deferred_call(queue: str, payload: dict[str, Any]) -> None:
+    """Publish ``agents.deferred_call`` with ``payload`` (keyword arguments) to Celery queue
+    ``queue`` once the transaction commits (README, "Deferred calls on a Celery queue").
+
+    Only a server with a broker other processes share (``REDIS_URL``) can publish: on the
+    embedded default the call stays deferred, completable over HTTP, and a warning is logged.
+    """
+    if _local is not None or str(app.conf.broker_url).startswith("memory"):
+        log.warning(
+            "deferred call not published: no shared broker",
+            extra={"kind": "deferred.not_published", "queue": queue, "token": payload.get("token")},
+        )
+        return
+    kwargs = dict(payload)
+
+    def publish() -> None:
+        app.send_task(DEFERRED_CALL_TASK, kwargs=kwargs, queue=queue)
+        log.info(
+            "deferred call published", extra={"kind": "deferred.published", "queue": queue, "token": kwargs["token"]}
+        )
+
+    transaction.on_commit(publish)

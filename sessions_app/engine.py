@@ -28,7 +28,7 @@ from agents_app.llm import complete
 from agents_app.narrowing import NarrowingError, derived_table, prepare_helper_call
 from agents_app.parameters import ParamValue
 from agents_app.runtime import RuntimeAgent, runtime_agent
-from sessions_app import background, executor
+from sessions_app import background, executor, isolation
 from sessions_app import document as doc
 from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted, bounded
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
@@ -95,7 +95,8 @@ def run_tool_call(agent: RuntimeAgent, call: dict[str, Any], context: ToolContex
 
     ``state`` is ``Completed`` or ``Failed``; a failure's response is an ``Error: ...`` text the
     LLM sees (docs/sessions.md §1.5: there is no error variant of a tool response). The tool is
-    looked up in ``context.tools`` (the session's tools), else in the agent's.
+    looked up in ``context.tools`` (the session's tools), else in the agent's. Under
+    ``--isolate-tools``, a bash or MCP tool's call is sent to the worker (``sessions_app.isolation``).
     """
     function = call.get("function") or {}
     name = function.get("name") or ""
@@ -110,7 +111,9 @@ def run_tool_call(agent: RuntimeAgent, call: dict[str, Any], context: ToolContex
         return "Failed", f"Error: the arguments of {name} are not valid JSON: {error}"
     if not isinstance(arguments, dict):
         return "Failed", f"Error: the arguments of {name} must be a JSON object"
-    result = tool.call(arguments, context)
+    # --isolate-tools: bash and MCP calls go to the worker, never run here (README, "Isolating
+    # tool calls")
+    result = isolation.run(call, context) if isolation.applies(tool) else tool.call(arguments, isolation.guard(context))
     return ("Failed" if result.is_error else "Completed"), result.response
 
 

@@ -8,6 +8,7 @@ the stored row the same way every time, so a replayed event is byte-for-byte the
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
@@ -19,8 +20,9 @@ from django.utils import timezone
 
 from agentsite.common import once_per_transaction
 from sessions_app import hub
+from sessions_app.dispatch import enqueue_watched_event
 from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn
-from sessions_app.models import Event, EventRetention, Session
+from sessions_app.models import Event, EventRetention, Session, SessionWatch
 from sessions_app.serializers import meta_view
 
 #: Any constant works: it only has to be the same in every process writing events.
@@ -65,7 +67,38 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
             cursor.execute(_INSERT, [_db_value(name, getattr(event, name)) for name in _COLUMNS])
             event.seq = cursor.fetchone()[0]
         hub.announce_on_commit(session_id)
+        if _watched(session_id, str(kind)):
+            enqueue_watched_event(event.seq)
     return event
+
+
+#: Event kinds never forwarded to watchers: one mail per streamed token would flood them.
+UNWATCHABLE_KINDS = frozenset({"text.delta", "snapshot"})
+
+
+#: Seconds a process trusts its list of watched sessions: events are the hot path, and asking the
+#: database about watches at every one of them tripled the cost of an event.
+WATCHED_REFRESH_SECONDS = 1.0
+_watched_ids: tuple[float, frozenset[str]] = (float("-inf"), frozenset())
+
+
+def _watched(session_id: uuid.UUID | str, kind: str) -> bool:
+    """Whether a live ``watch-session`` may want this event (README, "Agent-to-agent mail")."""
+    global _watched_ids
+    if kind in UNWATCHABLE_KINDS:
+        return False
+    loaded_at, ids = _watched_ids
+    if time.monotonic() - loaded_at > WATCHED_REFRESH_SECONDS:
+        live = SessionWatch.objects.filter(expires_at__gt=timezone.now()).values_list("watched_id", flat=True)
+        ids = frozenset(str(watched) for watched in live.distinct())
+        _watched_ids = (time.monotonic(), ids)
+    return str(session_id) in ids
+
+
+def forget_watched_sessions() -> None:
+    """Make this process read the watched sessions again at its next event (a watch was made)."""
+    global _watched_ids
+    _watched_ids = (float("-inf"), frozenset())
 
 
 _COLUMNS = ("session_id", "owner", "kind", "payload_json", "created_at")

@@ -9,6 +9,7 @@ wait for a turn that can carry them, so a single cursor could not say both.
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from enum import StrEnum
 from typing import Any
@@ -222,6 +223,9 @@ def render(envelope: MailEnvelope) -> tuple[str, list[dict[str, Any]]]:
         state = body.get("state", "").lower()
         header = f"[mail {envelope.mail_id}: tool call {body.get('providerCallId')} ({body.get('tool')}) {state}]"
         text = doc.render_tool_response(body.get("result"))
+    elif tag == "watchedEvent":
+        header = f"[mail {envelope.mail_id}: watched session {body.get('sessionId')} {body.get('event')}]"
+        text = json.dumps(body.get("data"), ensure_ascii=False, sort_keys=True)
     else:
         header = f"[mail {envelope.mail_id} from {_sender_label(envelope.sender)}]"
         text = doc.render_tool_response(body)

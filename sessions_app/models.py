@@ -397,3 +397,29 @@ class StartedCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} {self.provider_call_id} started in {self.session_id}"
+
+
+class SessionWatch(models.Model):
+    """A session's ``watch-session``: events of ``watched`` forwarded to ``watcher`` as
+    ``watchedEvent`` mail until ``expires_at`` (README, "Agent-to-agent mail").
+
+    Kept in the database, so a watch outlives the process that made it and every worker forwards
+    it; it dies with either session (cascade) or at its deadline.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    watcher = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="watches")
+    watched = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="watchers")
+    events = TextJSONField(default=list)
+    tool = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # events.emit asks, for every event, whether the event's session has a live watch
+            models.Index(fields=["watched", "expires_at"], name="watch_watched_deadline"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.watcher_id} watches {self.watched_id}"

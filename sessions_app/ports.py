@@ -7,21 +7,25 @@ thread's database connection when done, since tools run in threads of their own.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from agents_app.runtime import runtime_agent
 from sessions_app import document as doc
+from sessions_app import hub
 from sessions_app.background import CANCELLED_TEXT, ORPHANED_TEXT
-from sessions_app.models import BackgroundCall, Session
+from sessions_app.models import BackgroundCall, MailEnvelope, Session
+from sessions_app.services import agentmail
 from tools_app.ports import (
     Scope,
     SessionAccessDenied,
@@ -29,10 +33,13 @@ from tools_app.ports import (
     SessionNotFound,
     ToolCallInfo,
     ToolCallNotFound,
+    WaitOutcome,
 )
 
 #: How often a wait for a tool call looks at the database (seconds).
 POLL_SECONDS = 0.05
+#: How often ``wait`` looks at the database when nothing announced a change (seconds).
+WAIT_POLL_SECONDS = 0.25
 #: How far up and down the session tree introspection walks.
 MAX_TREE_DEPTH = 64
 
@@ -222,6 +229,82 @@ class DbSessionsPort:
                 cancel_requested=True
             )
             return changed == 1, previous
+
+    # --- mail (README, "Agent-to-agent mail") -------------------------------------------------
+
+    def send_message(
+        self, to: str, text: str, *, in_reply_to: str | None, expects_reply: bool, interrupt: bool
+    ) -> dict[str, Any]:
+        """See ``tools_app.ports.MailPort.send_message``."""
+        with _connection_closed():
+            return agentmail.message_send(
+                sender_id=self.session_id,
+                to=to,
+                text=text,
+                in_reply_to=in_reply_to,
+                expects_reply=expects_reply,
+                interrupt=interrupt,
+            )
+
+    def spawn_session(self, agent: str, message: str) -> dict[str, Any]:
+        """See ``tools_app.ports.MailPort.spawn_session``."""
+        with _connection_closed():
+            return agentmail.session_spawn(parent_id=self.session_id, agent=agent, message=message)
+
+    def watch_session(self, session: str, events: list[str], tool: str | None, ttl_seconds: float) -> dict[str, Any]:
+        """See ``tools_app.ports.MailPort.watch_session``."""
+        with _connection_closed():
+            return agentmail.watch_create(
+                watcher_id=self.session_id, session=session, events=events, tool=tool, ttl=ttl_seconds
+            )
+
+    def unwatch_session(self, session: str) -> dict[str, Any]:
+        """See ``tools_app.ports.MailPort.unwatch_session``."""
+        with _connection_closed():
+            return agentmail.watch_delete(watcher_id=self.session_id, session=session)
+
+    def _unread_messages(self) -> int:
+        session = Session.objects.filter(pk=self.session_id).first()
+        if session is None:
+            return 0
+        cursor = int(session.parsed_document().get("mailCursor") or 0)
+        bodies = MailEnvelope.objects.filter(session_id=self.session_id, seq__gt=cursor).values_list("body", flat=True)
+        return sum(1 for body in bodies if body.get("tag") != "control")
+
+    def _final_call(self, calls: list[str] | Literal["any-call"], running: set[str]) -> str | None:
+        if calls == "any-call":
+            finished = BackgroundCall.objects.filter(pk__in=running).exclude(state=BackgroundCall.State.RUNNING)
+            row = finished.order_by("finished_at").first()
+            return (row.provider_call_id or row.tool_call_id) if row is not None else None
+        return next((call_id for call_id in calls if self._find(call_id).is_final), None)
+
+    def wait(
+        self,
+        calls: list[str] | Literal["any-call"] | None,
+        timeout_seconds: float,
+        cancel: threading.Event | None = None,
+    ) -> WaitOutcome:
+        """See ``tools_app.ports.MailPort.wait``: woken by this session's announcements (new
+        mail, stored steps) and otherwise looking every :data:`WAIT_POLL_SECONDS`."""
+        with _connection_closed(), hub.SessionWatch(self.session_id) as watch:
+            slug = Session.objects.filter(pk=self.session_id).values_list("agent_slug", flat=True).get()
+            timeout = min(timeout_seconds, runtime_agent(slug).loaded.spec.maxWaitSeconds)
+            deadline = time.monotonic() + timeout
+            running: set[str] = set()
+            if calls == "any-call":
+                rows = BackgroundCall.objects.filter(session_id=self.session_id, state=BackgroundCall.State.RUNNING)
+                running = {str(pk) for pk in rows.values_list("pk", flat=True)}
+            while True:
+                unread = self._unread_messages()
+                if unread:
+                    return WaitOutcome(woken_by="mail", tool_call_id=None, unread=unread)
+                final = self._final_call(calls, running) if calls is not None else None
+                if final is not None:
+                    return WaitOutcome(woken_by="call", tool_call_id=final, unread=0)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (cancel is not None and cancel.is_set()) or hub.shutting_down.is_set():
+                    return WaitOutcome(woken_by="timeout", tool_call_id=None, unread=0)
+                watch.wait(min(remaining, WAIT_POLL_SECONDS))
 
 
 def _call_info(call: dict[str, Any], internal_id: str, status: str, result: Any) -> ToolCallInfo:

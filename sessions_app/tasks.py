@@ -15,12 +15,13 @@ from django.conf import settings
 from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
 from sessions_app import background, events, executor, hub, runner
-from sessions_app.dispatch import RUN_BACKGROUND_CALL_TASK, RUN_SESSION_TASK
+from sessions_app.dispatch import FORWARD_WATCHED_EVENT_TASK, RUN_BACKGROUND_CALL_TASK, RUN_SESSION_TASK
 from sessions_app.engine import run_tool_call
 from sessions_app.event_types import EventKind, ToolProgressed
 from sessions_app.models import BackgroundCall
 from sessions_app.ports import DbSessionsPort
 from sessions_app.services import params as values
+from sessions_app.services.agentmail import watched_event_forward
 from sessions_app.services.recovery import recover_stale_runs
 from tools_app.base import ToolContext
 from tools_app.mcp.manager import shutdown as stop_mcp_servers
@@ -45,6 +46,12 @@ def _on_worker_process_shutdown(**kwargs: Any) -> None:
 def run_session_task(session_id: str, run_id: str) -> None:
     """Execute run ``run_id`` of a session; a duplicate delivery finds it claimed and exits."""
     runner.run_session(session_id, run_id)
+
+
+@shared_task(name=FORWARD_WATCHED_EVENT_TASK, ignore_result=True)
+def forward_watched_event_task(event_seq: str) -> int:
+    """Mail one event to the sessions watching its session (``watch-session``)."""
+    return watched_event_forward(int(event_seq))
 
 
 @shared_task(name="events.prune", ignore_result=True)

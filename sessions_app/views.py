@@ -210,7 +210,11 @@ class SessionViewSet(ApiViewSet):
         operation_id="postMessage",
         request=MessageSerializer,
         parameters=[SESSION_ID, *WAIT_PARAMETERS],
-        responses={200: SessionViewSerializer, 202: SessionViewSerializer, **error_responses(400, 403, 404, 413, 422)},
+        responses={
+            200: SessionViewSerializer,
+            202: SessionViewSerializer,
+            **error_responses(400, 403, 404, 413, 422, 429),
+        },
     )
     @action(detail=True, methods=["post"])
     def messages(self, request: Request, session_id: str) -> Response:
@@ -279,7 +283,7 @@ class SessionViewSet(ApiViewSet):
         operation_id="sendMail",
         request=MailSerializer,
         parameters=[SESSION_ID],
-        responses={202: ReceiptSerializer, **error_responses(400, 403, 404, 413, 422)},
+        responses={202: ReceiptSerializer, **error_responses(400, 403, 404, 413, 422, 429)},
     )
     @mail.mapping.post
     def send_mail(self, request: Request, session_id: str) -> Response:

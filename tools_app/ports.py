@@ -1,7 +1,8 @@
 """What tools may ask of the sessions around them, without importing the sessions app.
 
 The System toolbox reads sessions (``list-sessions``, ``read-session``, ...) and the calling
-session's own tool calls (``get-tool-call-status``, ``cancel-tool-call``, ...). It does so through
+session's own tool calls (``get-tool-call-status``, ``cancel-tool-call``, ...), and sends mail
+(``send-message``, ``spawn-session``, ``watch-session``, ``wait``, ...). It does so through
 :class:`SessionsPort`; ``sessions_app`` implements it over the database, bound to the calling
 session, and hands it to each call in ``ToolContext.sessions``. Every answer comes from the
 database, so it is the same whichever worker runs the call.
@@ -9,6 +10,7 @@ database, so it is the same whichever worker runs the call.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -86,8 +88,98 @@ class ToolCallInfo:
         return self.status in FINAL_CALL_STATUSES
 
 
-class SessionsPort(Protocol):
-    """The sessions and tool calls a tool may see, bound to the calling session and its owner."""
+class SendRefused(Exception):
+    """Mail the sessions app would not accept (README, "Agent-to-agent mail").
+
+    Attributes:
+        code: ``unknown_recipient`` (no such session for the caller's owner), ``not_permitted``
+            (outside the sender's ``mailScope`` or ``interruptScope``, or not one of its
+            helpers), ``too_many_hops`` (the reply chain passed ``maxMailHops``) or
+            ``mailbox_full`` (the recipient holds ``mailboxMaxUnread`` unread messages).
+        message: one sentence for the model.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class WaitOutcome:
+    """What ended a ``wait``.
+
+    Attributes:
+        woken_by: ``mail`` (unread mail is waiting), ``call`` (a call it waited for is final) or
+            ``timeout``.
+        tool_call_id: the final call's id when ``woken_by`` is ``call``.
+        unread: how many unread messages the calling session holds now.
+    """
+
+    woken_by: Literal["mail", "call", "timeout"]
+    tool_call_id: str | None
+    unread: int
+
+
+class MailPort(Protocol):
+    """Agent-to-agent mail for the calling session (README, "Agent-to-agent mail").
+
+    Every method raises :class:`SendRefused` for a refusal the model should read.
+    """
+
+    def send_message(
+        self, to: str, text: str, *, in_reply_to: str | None, expects_reply: bool, interrupt: bool
+    ) -> dict[str, Any]:
+        """Mail ``text`` to session ``to`` as the calling session.
+
+        Returns:
+            ``{"id", "seq", "duplicate", "hops", "recipient_status"}``.
+        """
+        ...
+
+    def spawn_session(self, agent: str, message: str) -> dict[str, Any]:
+        """Start a child session of helper ``agent`` with ``message``; it answers by mail.
+
+        Returns:
+            ``{"session_id", "agent", "status"}``.
+        """
+        ...
+
+    def watch_session(self, session: str, events: list[str], tool: str | None, ttl_seconds: float) -> dict[str, Any]:
+        """Forward the matching events of ``session`` into the caller's mailbox until the TTL.
+
+        Returns:
+            ``{"watch_id", "session", "events", "tool", "expires_at"}``.
+        """
+        ...
+
+    def unwatch_session(self, session: str) -> dict[str, Any]:
+        """Drop the caller's watches of ``session``.
+
+        Returns:
+            ``{"session", "removed": n}``.
+        """
+        ...
+
+    def wait(
+        self,
+        calls: list[str] | Literal["any-call"] | None,
+        timeout_seconds: float,
+        cancel: threading.Event | None = None,
+    ) -> WaitOutcome:
+        """Block until unread mail, a final call among ``calls`` (``any-call``: any background
+        call running when the wait began), ``cancel`` set, or the timeout (capped by the agent's
+        ``maxWaitSeconds``); never consumes mail.
+
+        Raises:
+            ToolCallNotFound: a call named in ``calls`` is not one of the session's.
+        """
+        ...
+
+
+class SessionsPort(MailPort, Protocol):
+    """The sessions and tool calls a tool may see, and the mail it may send, bound to the calling
+    session and its owner."""
 
     def sessions(self, scope: Scope, *, limit: int, contains: str | None = None) -> tuple[list[SessionInfo], int]:
         """The sessions of the caller's owner within ``scope``, newest change first.

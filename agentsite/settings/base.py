@@ -132,6 +132,8 @@ AGENTS = {
     # Seconds a bash tool may run before its process group is killed, unless the agent sets
     # asyncCallTimeoutSeconds.
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
+    # docker:IMAGE or process:PATH: bash and MCP calls run by that worker (README, "Isolating tool calls")
+    "ISOLATE_TOOLS": env.str("AGENTS_ISOLATE_TOOLS", default=""),
     # Seconds an MCP server may take to start and list its tools before the agent fails to load.
     "MCP_DISCOVERY_TIMEOUT": env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=30.0),
     # Where skill repositories (SkillGitRepo) are cloned; empty: ~/.cache/agents-server/skills.

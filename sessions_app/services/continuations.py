@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -12,11 +13,12 @@ from agentsite.api import require_name, require_unicode
 from agentsite.common import db_now, is_base64
 from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
 from sessions_app import document as doc
-from sessions_app.dispatch import enqueue_run
+from sessions_app.dispatch import enqueue_run, publish_deferred_call
 from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewContinuation
 from sessions_app.services import params as values
 from sessions_app.store import lock_session, run_fields, run_requested, store, store_params
+from tools_app.policy import flatten_disposition
 
 
 def normalize_tool_result(result: Any) -> Any:
@@ -181,8 +183,14 @@ def apply_completed_continuations(session: Session, document: dict[str, Any]) ->
 
 
 def create_continuations(session: Session, new: list[NewContinuation]) -> None:
-    """Create the Continuation rows of newly deferred calls (inside the step's transaction)."""
+    """Create the Continuation rows of newly deferred calls (inside the step's transaction), and
+    publish those whose ``defer`` names a ``queue`` to it after commit (README, "Deferred calls
+    on a Celery queue")."""
     now = db_now()
+    for item in new:
+        queue = flatten_disposition(item.disposition).get("queue")
+        if isinstance(queue, str) and queue:
+            publish_deferred_call(queue, deferred_call_payload(session, item))
     Continuation.objects.bulk_create(
         [
             Continuation(
@@ -198,6 +206,27 @@ def create_continuations(session: Session, new: list[NewContinuation]) -> None:
             for item in new
         ]
     )
+
+
+def deferred_call_payload(session: Session, item: NewContinuation) -> dict[str, Any]:
+    """The keyword arguments of a published ``agents.deferred_call`` task: ``token``,
+    ``session_id``, ``agent``, ``tool_call_id`` (the model's id), ``tool`` (its wire name),
+    ``arguments`` (the model's arguments, decoded when they are JSON), ``reason``."""
+    function = item.call.get("function") or {}
+    raw = function.get("arguments")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        arguments = raw
+    return {
+        "token": item.token,
+        "session_id": str(session.pk),
+        "agent": session.agent_slug,
+        "tool_call_id": str(item.call.get("id") or item.tool_call_id),
+        "tool": function.get("name") or "",
+        "arguments": arguments,
+        "reason": flatten_disposition(item.disposition).get("reason"),
+    }
 
 
 def adopt_deferred_calls(session: Session, document: dict[str, Any]) -> None:

@@ -9,12 +9,18 @@ from django.db import transaction
 
 from agents_app.runtime import runtime_agent
 from agentsite.common import db_now
+from agentsite.errors import ApiError, MailboxFull
 from sessions_app import document as doc
 from sessions_app import hub, mailbox
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
 from sessions_app.models import MailEnvelope, Session
 from sessions_app.store import lock_session, run_fields, run_is_active, store
+
+#: Mail never refused for a full mailbox (docs/sessions.md §6.8): it carries no new work.
+UNBOUNDED_TAGS = frozenset({"control", "toolCallFinished"})
+#: ``mailboxMaxUnread`` for a session whose agent is not loaded.
+DEFAULT_MAILBOX_MAX_UNREAD = 256
 
 
 def append_mail(
@@ -30,11 +36,17 @@ def append_mail(
 
     The envelope's ``seq`` is the session's ``last_mail_seq`` plus one, and the session's
     ``last_mail_seq`` becomes it (in the caller's transaction, under the session's row lock).
+
+    Raises:
+        ApiError: 429 ``mailbox_full`` for a message beyond the agent's ``mailboxMaxUnread``
+            (controls and tool-call results are always taken).
     """
     if mail_id is not None:
         existing = MailEnvelope.objects.filter(session=session, mail_id=mail_id).first()
         if existing is not None:
             return existing, True
+    if body.get("tag") not in UNBOUNDED_TAGS:
+        _refuse_when_full(session)
     seq = Session.objects.filter(pk=session.pk).values_list("last_mail_seq", flat=True).get() + 1
     Session.objects.filter(pk=session.pk).update(last_mail_seq=seq)
     session.last_mail_seq = seq
@@ -50,6 +62,26 @@ def append_mail(
     )
     hub.announce_on_commit(session.pk)
     return envelope, False
+
+
+def _refuse_when_full(session: Session) -> None:
+    limit = _agent_spec_value(session, "mailboxMaxUnread", DEFAULT_MAILBOX_MAX_UNREAD)
+    cursor = int(session.document.get("mailCursor") or 0)
+    waiting = MailEnvelope.objects.filter(session=session, seq__gt=cursor)
+    # most mail is messages: count the rows first, and read bodies only near the limit
+    if waiting.count() < limit:
+        return
+    unread = sum(1 for body in waiting.values_list("body", flat=True) if body.get("tag") not in UNBOUNDED_TAGS)
+    if unread >= limit:
+        raise MailboxFull(session.pk, limit)
+
+
+def _agent_spec_value(session: Session, name: str, default: Any) -> Any:
+    try:
+        return getattr(runtime_agent(session.agent_slug).loaded.spec, name)
+    except ApiError:
+        # the agent is no longer loaded: its mail is still accepted, under the default
+        return default
 
 
 def wake_on(session: Session) -> list[str]:
@@ -125,7 +157,7 @@ def mail_send(
     Returns:
         The Receipt ``{"id", "seq", "duplicate"}``.
     Raises:
-        ApiError: 404 ``unknown_session``.
+        ApiError: 404 ``unknown_session``; 429 ``mailbox_full`` (:func:`append_mail`).
     """
     with transaction.atomic():
         session = lock_session(session_id)

@@ -30,6 +30,7 @@ from sessions_app.event_types import (
 from sessions_app.models import DOCUMENTS, Continuation, Session
 from sessions_app.outcomes import NewChild
 from sessions_app.services import params as values
+from sessions_app.services.agentmail import spawned_answer
 from sessions_app.services.continuations import continuation_complete
 from sessions_app.services.mail import append_mail
 from sessions_app.store import insert_session, run_fields, run_is_active, store
@@ -175,8 +176,11 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
 
     An ``idle`` child answers with its final text; a ``failed`` or cancelled one with an error; a
     child that stopped for another reason (waiting on its own deferred calls, paused) leaves the
-    parent waiting. The parent resumes as it would after a continuation.
+    parent waiting. The parent resumes as it would after a continuation. A child started by
+    ``spawn-session`` answers by mail instead (``agentmail.spawned_answer``).
     """
+    if not cancelled:
+        spawned_answer(child_id)
     child = Session.objects.filter(pk=child_id).select_related("parent").first()
     if child is None or child.parent is None:
         return

@@ -154,7 +154,7 @@ def test_unknown_kinds_and_bad_fields_are_load_errors(tmp_path: Path) -> None:
 def test_undocumented_capabilities_are_warnings_never_errors() -> None:
     boxes = [
         {"tag": "DeveloperToolbox", "contents": {"Name": "dev", "Capabilities": ["patch-file", "restore-file"]}},
-        {"tag": "SystemToolbox", "contents": {"Name": "s", "Capabilities": ["date", "wait"], "allowedPaths": []}},
+        {"tag": "SystemToolbox", "contents": {"Name": "s", "Capabilities": ["date", "teleport"], "allowedPaths": []}},
     ]
     parsed, problems, warnings = parse_builtin_toolboxes(boxes, None)
     assert problems == []
@@ -165,7 +165,11 @@ def test_undocumented_capabilities_are_warnings_never_errors() -> None:
         "builtinToolboxes[0] (DeveloperToolbox dev): no FileSandbox allows anything;"
         " every path is refused to patch-file",
         "builtinToolboxes[1] (SystemToolbox s): unknown keys ignored: allowedPaths",
-        "builtinToolboxes[1] (SystemToolbox s): capability 'wait' is not supported by this server yet; calls refused",
+        "builtinToolboxes[1] (SystemToolbox s): unknown capability 'teleport' ignored (known: date, operating-system,"
+        " env-vars, running-user, hostname, working-directory, process-info, uptime, attach-file, list-directory,"
+        " execute-command, get-tool-call-status, list-running-tool-calls, cancel-tool-call, list-sessions,"
+        " search-sessions, read-session, get-session-stats, send-message, spawn-session, watch-session,"
+        " unwatch-session, wait)",
     ]
 
 

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from tests.tools.conftest import make_agent, make_ctx
-from tools_app.ports import SessionAccessDenied, SessionInfo, SessionNotFound, ToolCallInfo, ToolCallNotFound
+from tools_app.ports import (
+    SendRefused,
+    SessionAccessDenied,
+    SessionInfo,
+    SessionNotFound,
+    ToolCallInfo,
+    ToolCallNotFound,
+    WaitOutcome,
+)
 from tools_app.toolset import build_toolset
 
 PNG = base64.b64decode(
@@ -80,9 +88,9 @@ def test_information_capabilities(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        ({}, 'the argument "capability" is required (one of: date)'),
-        ({"capability": "hostname"}, "capability 'hostname' is not enabled in this toolbox (enabled: date)"),
-        ({"capability": "wait"}, "capability 'wait' is not supported by this server yet"),
+        ({}, 'the argument "capability" is required (one of: date, wait)'),
+        ({"capability": "hostname"}, "capability 'hostname' is not enabled in this toolbox (enabled: date, wait)"),
+        ({"capability": "wait"}, "wait needs a session store, and this call has none"),
     ],
 )
 def test_capabilities_not_offered_are_errors(tmp_path: Path, arguments: dict, message: str) -> None:
@@ -264,3 +272,78 @@ def test_tool_call_capabilities_and_a_missing_store(tmp_path: Path) -> None:
         "Error: system_sys_system_info: list-running-tool-calls needs a session store, and this call has none"
     )
     assert json.dumps(status)
+
+
+class FakeMailPort:
+    """A stand-in MailPort that records what it is asked and refuses mail to ``stranger``."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, Any]] = []
+
+    def send_message(self, to: str, text: str, **options: Any) -> dict[str, Any]:
+        if to == "stranger":
+            raise SendRefused("not_permitted", "session stranger is outside this agent's mailScope (subtree)")
+        self.asked.append(("send", (to, text, options)))
+        return {"id": "m-1", "seq": 1, "duplicate": False, "hops": 0, "recipient_status": "idle"}
+
+    def spawn_session(self, agent: str, message: str) -> dict[str, Any]:
+        self.asked.append(("spawn", (agent, message)))
+        return {"session_id": "s-1", "agent": agent, "status": "running"}
+
+    def watch_session(self, session: str, events: list[str], tool: str | None, ttl_seconds: float) -> dict[str, Any]:
+        self.asked.append(("watch", (session, events, tool, ttl_seconds)))
+        return {"watch_id": "w-1", "session": session, "events": events, "tool": tool, "expires_at": "x"}
+
+    def unwatch_session(self, session: str) -> dict[str, Any]:
+        return {"session": session, "removed": 1}
+
+    def wait(self, calls: Any, timeout_seconds: float, cancel: Any = None) -> WaitOutcome:
+        self.asked.append(("wait", (calls, timeout_seconds)))
+        if calls == ["call_gone"]:
+            raise ToolCallNotFound("call_gone")
+        return WaitOutcome(woken_by="timeout", tool_call_id=None, unread=0)
+
+
+MAIL = ["send-message", "spawn-session", "watch-session", "unwatch-session", "wait"]
+
+
+def test_mail_capabilities_pass_their_arguments_to_the_port(tmp_path: Path) -> None:
+    tool, port = system_tool(tmp_path, MAIL), FakeMailPort()
+    ctx = make_ctx(timeout=20.0, sessions=port)
+    sent = tool.call({"capability": "send-message", "to": "s-2", "text": "hi", "expects_reply": True}, ctx)
+    assert data(sent)["recipient_status"] == "idle"
+    tool.call({"capability": "spawn-session", "agent": "kid", "message": "go"}, ctx)
+    tool.call({"capability": "watch-session", "session": "s-2"}, ctx)
+    tool.call({"capability": "wait", "for": "any-call", "timeout_seconds": 60}, ctx)
+    tool.call({"capability": "wait"}, ctx)
+    assert port.asked == [
+        ("send", ("s-2", "hi", {"in_reply_to": None, "expects_reply": True, "interrupt": False})),
+        ("spawn", ("kid", "go")),
+        ("watch", ("s-2", ["run.stopped"], None, 600.0)),
+        ("wait", ("any-call", 20.0)),  # never longer than the call's own time limit
+        ("wait", (None, 20.0)),
+    ]
+    properties = tool.parameters["properties"]
+    assert {"to", "text", "in_reply_to", "agent", "message", "session", "events", "tool", "for"} <= set(properties)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"capability": "send-message", "text": "hi"}, 'the argument "to" is required'),
+        (
+            {"capability": "send-message", "to": "s-2", "text": "hi", "interrupt": "yes"},
+            '"interrupt" must be true or false',
+        ),
+        ({"capability": "send-message", "to": "stranger", "text": "hi"}, "not_permitted: session stranger is outside"),
+        ({"capability": "spawn-session", "agent": "kid"}, 'the argument "message" is required'),
+        ({"capability": "watch-session", "session": "s-2", "events": []}, '"events" must be a non-empty list'),
+        ({"capability": "watch-session", "session": "s-2", "ttl_seconds": -1}, '"ttl_seconds" must be a number'),
+        ({"capability": "unwatch-session"}, 'the argument "session" is required'),
+        ({"capability": "wait", "for": "everything"}, '"for" must be "mail", "any-call" or a non-empty list'),
+        ({"capability": "wait", "for": ["call_gone"]}, "no tool call call_gone in this session"),
+    ],
+)
+def test_mail_capability_errors_name_what_is_wrong(tmp_path: Path, arguments: dict, message: str) -> None:
+    result = system_tool(tmp_path, MAIL).call(arguments, make_ctx(sessions=FakeMailPort()))
+    assert result.is_error and result.response.startswith(f"Error: system_sys_system_info: {message}")

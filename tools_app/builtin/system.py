@@ -15,6 +15,8 @@ argument, a refused path or command: an error the model sees, naming the tool.
   the call. With ``CommandFilter``, the filter program gets the command on stdin and must print
   ``{"acceptance": "allowed", "note": ...}``; anything else refuses it and nothing runs.
 * The calling session's tool calls and the sessions it may see: ``tools_app.builtin.introspection``.
+* Mail between sessions (``send-message``, ``spawn-session``, ``watch-session``,
+  ``unwatch-session``, ``wait``): ``tools_app.builtin.agentmail``.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents_app.builtins import DEFAULT_MAX_FILE_SIZE, SYSTEM_CAPABILITIES_LATER, BuiltinToolbox, SystemConfig
+from agents_app.builtins import DEFAULT_MAX_FILE_SIZE, BuiltinToolbox, SystemConfig
 
 from ..base import ToolContext, ToolResult
 from ..bash.process import run_process, tail_text
-from . import introspection
+from . import agentmail, introspection
 from .common import BuiltinTool, ShellError, json_result, run_shell
 from .sandbox import FileSandbox, SandboxError
 
@@ -82,6 +84,7 @@ ARGUMENTS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "execute-command": {"command": {"type": "string", "description": "execute-command: the shell command"}},
     **introspection.ARGUMENTS,
+    **agentmail.ARGUMENTS,
 }
 
 
@@ -131,8 +134,6 @@ class SystemTool(BuiltinTool):
         capability = arguments.get("capability") if isinstance(arguments, dict) else None
         if not isinstance(capability, str) or not capability:
             return self.fail(f'the argument "capability" is required (one of: {", ".join(self.capabilities)})')
-        if capability in SYSTEM_CAPABILITIES_LATER and capability in self.config.Capabilities:
-            return self.fail(f"capability {capability!r} is not supported by this server yet")
         if capability not in self.capabilities:
             enabled = ", ".join(self.capabilities) or "none"
             return self.fail(f"capability {capability!r} is not enabled in this toolbox (enabled: {enabled})")
@@ -141,7 +142,12 @@ class SystemTool(BuiltinTool):
             if capability == "attach-file":
                 return self._attach_file(arguments)
             handler = self._handlers.get(capability)
-            data = handler(arguments, ctx) if handler else introspection.run(self.config, capability, arguments, ctx)
+            if handler is not None:
+                data = handler(arguments, ctx)
+            elif capability in agentmail.CAPABILITIES:
+                data = agentmail.run(capability, arguments, ctx)
+            else:
+                data = introspection.run(self.config, capability, arguments, ctx)
         except (SandboxError, introspection.CapabilityError) as error:
             return self.fail(str(error))
         except OSError as error:

@@ -1,0 +1,139 @@
+"""``--isolate-tools``: bash and MCP tool calls run by a worker outside the server (README,
+"Isolating tool calls").
+
+With ``AGENTS_ISOLATE_TOOLS`` set (``docker:IMAGE`` or ``process:PATH``), every call of a bash or
+MCP tool that gets executed, whatever its disposition, goes to the worker: one JSON envelope on
+its stdin, one result envelope expected on its stdout. There is no fall-back to running the tool
+here: a worker that cannot start, exits non-zero, prints something that is not a result envelope
+for this call (a token mismatch included) or reports an error gives the result ``isolation
+error: ...``. A bash or MCP tool called from another tool (the Lua portal) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from django.conf import settings
+
+from agentsite.errors import ApiError
+from agentsite.isolation import IsolationSpec
+from sessions_app.services.continuations import normalize_tool_result
+from tools_app.base import Tool, ToolContext, ToolLookup, ToolResult, cap_result
+from tools_app.bash.process import run_process, tail_text
+from tools_app.bash.tool import BashTool
+from tools_app.mcp.toolbox import McpTool
+
+#: The most bytes of a worker's answer read (on top of the tool output cap: the envelope's own).
+ENVELOPE_OVERHEAD_BYTES = 64 * 1024
+
+
+def configured() -> str:
+    """The server's ``--isolate-tools`` value (``AGENTS_ISOLATE_TOOLS``), ``""`` when off."""
+    return str(settings.AGENTS.get("ISOLATE_TOOLS") or "")
+
+
+def _kind_of(tool: Tool) -> Tool:
+    # a bound tool wraps the tool of its kind
+    while hasattr(tool, "inner") and isinstance(tool.inner, Tool):
+        tool = tool.inner
+    return tool
+
+
+def applies(tool: Tool) -> bool:
+    """Whether a call of ``tool`` goes to the isolation worker: isolation is on and the tool is a
+    bash or MCP tool (bound or not)."""
+    return bool(configured()) and isinstance(_kind_of(tool), BashTool | McpTool)
+
+
+def _failure(text: str) -> ToolResult:
+    return ToolResult.error(f"isolation error: {text}")
+
+
+def run(call: dict[str, Any], context: ToolContext) -> ToolResult:
+    """Send one call to the worker and read its answer.
+
+    Args:
+        call: the model's tool call (OpenAI shape), sent as it is.
+        context: the call's context: its session id, its non-secret parameter values (secret ones
+            are never written), its timeout, cancel flag and output cap.
+    Returns:
+        The worker's result (capped like any tool's), or an ``isolation error: ...`` result.
+    """
+    try:
+        spec = IsolationSpec.parse(configured())
+    except ValueError as error:
+        return _failure(str(error))
+    token = str(uuid.uuid4())
+    params = {name: value.value for name, value in context.params.items() if not value.secret}
+    envelope = {
+        "token": token,
+        "toolCall": call,
+        "contextSnapshot": {"tecsSessionId": context.session_id, "tecsParams": params},
+        "policy": spec.policy(),
+    }
+    try:
+        outcome = run_process(
+            spec.argv(),
+            stdin_data=json.dumps(envelope).encode(),
+            env=None,
+            timeout=context.timeout,
+            max_stdout=context.output_max_bytes + ENVELOPE_OVERHEAD_BYTES,
+            cancel=context.cancel,
+        )
+    except (OSError, ValueError) as error:
+        return _failure(f"the worker could not start: {error}")
+    if outcome.cancelled:
+        return _failure("the call was cancelled")
+    if outcome.timed_out:
+        return _failure(f"the worker did not answer within {context.timeout:g} s")
+    if outcome.returncode != 0:
+        return _failure(f"the worker exited with {outcome.returncode}: {tail_text(outcome.stderr)}")
+    return _answer(bytes(outcome.stdout), token, context, (call.get("function") or {}).get("name") or "")
+
+
+def _answer(stdout: bytes, token: str, context: ToolContext, name: str) -> ToolResult:
+    try:
+        answer = json.loads(stdout)
+    except ValueError:
+        return _failure(f"the worker's output is not JSON: {tail_text(stdout)}")
+    if not isinstance(answer, dict) or answer.get("status") not in ("success", "error"):
+        return _failure('the worker did not answer a result envelope ({"token", "status", ...})')
+    if answer.get("token") != token:
+        return _failure(f"the worker answered for token {answer.get('token')!r}, not this call's")
+    if answer["status"] == "error":
+        return _failure(str(answer.get("error") or "the worker reported an error"))
+    try:
+        response = normalize_tool_result(answer.get("result"))
+    except ApiError as error:
+        return _failure(f"the worker's result is not a tool result: {error.message}")
+    return cap_result(ToolResult(response), context.output_max_bytes, name)
+
+
+class _PortalGuard:
+    """The tools a tool may call (the Lua portal) under isolation: bash and MCP ones refused."""
+
+    def __init__(self, tools: ToolLookup) -> None:
+        self.tools = tools
+
+    def get(self, wire_name: str) -> Tool | None:
+        tool = self.tools.get(wire_name)
+        return _Refused(tool) if tool is not None and applies(tool) else tool
+
+
+class _Refused(Tool):
+    def __init__(self, tool: Tool) -> None:
+        self.name, self.description, self.parameters = tool.name, tool.description, tool.parameters
+
+    def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return _failure(f"{self.name} runs only in the isolation worker, never from another tool")
+
+
+def guard(context: ToolContext) -> ToolContext:
+    """``context`` for a tool running in the server: under isolation, the tools it may call
+    (``context.tools``) refuse bash and MCP tools."""
+    if not configured() or context.tools is None:
+        return context
+    return replace(context, tools=_PortalGuard(context.tools))
