@@ -1,7 +1,7 @@
 """The tools of one agent (docs/tools.md §2, §3.1, §7; docs/decisions.md §4).
 
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
-``toolDirectory`` and ``bashToolboxes``, the tools of its built-in toolboxes and of its MCP
+``toolDirectory`` and ``bashToolboxes``, the tools of its built-in toolboxes, its ``externalTools`` and its MCP
 servers, with LLM-valid, unique wire names. Toolbox kinds this
 server does not implement yet make the build fail with one line per offending entry, so an agent
 never runs with a silently smaller tool list.
@@ -49,6 +49,7 @@ from .bash.protocol import DescribeError
 from .bash.tool import BashTool
 from .bound import ArgBinding, BindReport, BoundTool, bind_tools
 from .builtin import build_builtin_tools
+from .external import external_tools
 from .mcp.client import McpStartError
 from .mcp.config import McpConfigError, parse_server
 from .mcp.toolbox import McpToolbox
@@ -260,7 +261,8 @@ def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = N
 
     Sources, in this order: executables of ``toolDirectory``, then each ``bashToolboxes`` entry
     (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
-    ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``). Paths go through
+    ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``), then the
+    ``externalTools`` (``tools_app.external``, named as declared). Paths go through
     ``agent.resolve`` (relative to the agent file's directory). Bash tools get the wire name
     ``bash_<slug>``; every name is normalized if an LLM API would reject it.
     Then each ``mcpServers`` entry: its server is started (once per agent and process) and its
@@ -327,7 +329,7 @@ def build_toolset(agent: _AgentLike, params: Mapping[str, ParamValue] | None = N
     if problems:
         raise ToolBuildError(problems)
 
-    tools: list[Tool] = [*unique, *builtin]
+    tools: list[Tool] = [*unique, *builtin, *external_tools(spec.externalTools)]
     names = ToolNameMap.build(tool.original_name for tool in tools)
     for tool in tools:
         wire = names.normalized(tool.original_name)
