@@ -29,7 +29,14 @@ from agents_app.parameters import ParamValue
 from agents_app.runtime import RuntimeAgent, runtime_agent
 from sessions_app import background, executor
 from sessions_app import document as doc
-from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted, bounded
+from sessions_app.event_types import (
+    EventKind,
+    ToolFinished,
+    ToolProgressed,
+    ToolStarted,
+    bounded,
+    progress_reporters,
+)
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
 from tools_app.base import ToolContext
@@ -330,6 +337,7 @@ def _run_calls(
         # progress is reported in the call's thread and emitted from this one
         reports: queue.SimpleQueue[ToolProgressed] = queue.SimpleQueue()
         call_id = str(call.get("id") or "")
+        progress, output = progress_reporters(call_id, name, reports.put)
         context = ToolContext(
             session_id=session_id,
             conversation_id=session_id,
@@ -340,7 +348,8 @@ def _run_calls(
             cancel=threading.Event(),
             sessions=DbSessionsPort(session_id),
             tools=tools,
-            progress=_progress_reporter(reports, call_id, name),
+            progress=progress,
+            output=output,
             params=params.values,
             inherited_bindings=params.inherited,
         )
@@ -392,17 +401,6 @@ def _interrupt(entry: dict[str, Any], session_id: str, on_tool_event: ToolEventC
     log.warning("tool call interrupted", extra={"kind": "tools.interrupted", "session_id": session_id, "tool": name})
     finished = ToolFinished(tool_call_id=str(call.get("id") or ""), tool=name, status="failed", result=INTERRUPTED_TEXT)
     on_tool_event(EventKind.TOOL_FAILED, finished)
-
-
-def _progress_reporter(
-    reports: queue.SimpleQueue[ToolProgressed], call_id: str, tool: str
-) -> Callable[[float, float | None, str | None], None]:
-    """The ``ToolContext.progress`` of one call: it queues a ``tool.progressed`` payload."""
-
-    def report(value: float, total: float | None, message: str | None) -> None:
-        reports.put(ToolProgressed(tool_call_id=call_id, tool=tool, progress=value, total=total, message=message))
-
-    return report
 
 
 def _emit_progress(reports: queue.SimpleQueue[ToolProgressed], on_tool_event: ToolEventCallback) -> None:

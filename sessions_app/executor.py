@@ -15,11 +15,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from sessions_app import hub
+from sessions_app import background, events, hub
 from sessions_app.background import CANCELLED_TEXT, HEARTBEAT_SECONDS
+from sessions_app.dispatch import send_background_call
+from sessions_app.event_types import EventKind, ToolFinished, ToolStarted, bounded
 from sessions_app.models import BackgroundCall
 from sessions_app.services.mail import mail_send
 
@@ -67,10 +70,21 @@ def execute(call_id: uuid.UUID, work: Callable[[threading.Event], tuple[str, Any
     close_old_connections()
 
 
+def started(row: BackgroundCall) -> None:
+    """``tool.started`` for a call an executor has just claimed."""
+    events.emit(
+        EventKind.TOOL_STARTED, row.session_id, row.session.owner, ToolStarted(tool_call_id=row.provider_call_id,
+                                                                               tool=row.tool)
+    )
+
+
 def finish(call_id: uuid.UUID, state: str, response: Any) -> None:
-    """Record a call's end; post ``toolCallFinished`` mail when it is detached."""
+    """Record a call's end with its ``tool.completed`` or ``tool.failed`` event (``status``
+    ``completed``, ``failed`` or ``cancelled``); post ``toolCallFinished`` mail when it is
+    detached. Once committed, the session's calls a full ``maxConcurrency`` held back are sent
+    to the workers again (:func:`background.waiting`)."""
     with transaction.atomic():
-        row = BackgroundCall.objects.select_for_update().filter(pk=call_id).first()
+        row = BackgroundCall.objects.select_for_update().filter(pk=call_id).select_related("session").first()
         if row is None or row.state != BackgroundCall.State.RUNNING:
             return
         cancelled = row.cancel_requested and state != "Completed"
@@ -83,6 +97,20 @@ def finish(call_id: uuid.UUID, state: str, response: Any) -> None:
         row.finished_at = timezone.now()
         row.save(update_fields=["state", "result", "finished_at"])
         detached = not row.attached
+        completed = row.state == BackgroundCall.State.COMPLETED
+        events.emit(
+            EventKind.TOOL_COMPLETED if completed else EventKind.TOOL_FAILED,
+            row.session_id,
+            row.session.owner,
+            ToolFinished(
+                tool_call_id=row.provider_call_id,
+                tool=row.tool,
+                status=str(row.state),
+                result=bounded(row.result, settings.AGENTS["EVENT_VALUE_MAX_BYTES"]),
+            ),
+        )
+        session_id = row.session_id
+        transaction.on_commit(lambda: _send_waiting(session_id))
     if detached:
         mail_send(
             session_id=row.session_id,
@@ -98,3 +126,8 @@ def finish(call_id: uuid.UUID, state: str, response: Any) -> None:
         )
     else:
         hub.announce_on_commit(row.session_id)
+
+
+def _send_waiting(session_id: uuid.UUID) -> None:
+    for waiting_id in background.waiting(session_id):
+        send_background_call(str(waiting_id))

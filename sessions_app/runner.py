@@ -33,7 +33,7 @@ from agentsite.errors import UnreadableSession
 from agentsite.redaction import redact
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
-from sessions_app.dispatch import enqueue_background_call, send_run
+from sessions_app.dispatch import enqueue_background_call, send_background_call, send_run
 from sessions_app.engine import NothingToDo, RunSignals, StepParams, Stopped, step
 from sessions_app.event_types import (
     CallsDeferred,
@@ -319,7 +319,10 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
     waiting = [tc["tcId"] for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")]
     with hub.SessionWatch(str(session.pk)) as watch:
         while True:
-            background.orphan_stale(session)
+            if background.orphan_stale(session):
+                # slots a dead executor held are free: the calls maxConcurrency held back may start
+                for call_id in background.waiting(session.pk):
+                    send_background_call(str(call_id))
             rows = background.results_for(session, waiting)
             finished = {tc_id: row for tc_id, row in rows.items() if row.state != "running"}
             document = _apply_background(document, finished)
