@@ -116,7 +116,7 @@ class Disposition(_Lenient):
 
     tag: Literal["runSync", "runAsync", "runIsolated", "defer", "decorate"]
     reason: str | None = None
-    attachSeconds: float | None = None
+    attachSeconds: float | None = Field(default=None, ge=0)
     spec: Any = None
     decorators: list[Any] | None = None
     inner: Disposition | None = None

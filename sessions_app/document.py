@@ -446,9 +446,17 @@ def _clean_call(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def placeholder(call: dict[str, Any]) -> str:
-    """The tool message sent for a call whose result is not in yet (docs/sessions.md §3.3)."""
-    return json.dumps({"status": "running", "message": PLACEHOLDER_MESSAGE, "tool_call_id": call.get("id")})
+def placeholder(call: dict[str, Any], detached: Any = None) -> str:
+    """The tool message sent for a call whose result is not in yet (docs/sessions.md §3.3).
+
+    ``detached`` is the tracked call's ``tcDetached``: for a detached call, why it was detached
+    (``True`` in documents written before reasons were kept), said in a ``detached`` field.
+    """
+    shown: dict[str, Any] = {"status": "running", "message": PLACEHOLDER_MESSAGE, "tool_call_id": call.get("id")}
+    if detached:
+        shown["message"] += " It was detached: its result will come as a toolCallFinished message."
+        shown["detached"] = detached if isinstance(detached, str) else "detached"
+    return json.dumps(shown)
 
 
 def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[str, Any]]:
@@ -486,7 +494,9 @@ def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[s
         elif tag == "PartialUserTurn":
             for tc in tracked_calls(turn):
                 final = tc["tcState"] in FINAL_STATES
-                content = render_tool_response(tc["tcResult"]) if final else placeholder(tc["tcCall"])
+                content = (
+                    render_tool_response(tc["tcResult"]) if final else placeholder(tc["tcCall"], tc.get("tcDetached"))
+                )
                 messages.append({"role": "tool", "tool_call_id": tc["tcCall"].get("id"), "content": content})
                 if final:
                     answered.append((tc["tcCall"], tc["tcResult"]))
