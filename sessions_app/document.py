@@ -409,8 +409,9 @@ def _media_part(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
 
 
-def _response_media(response: Any) -> list[dict[str, Any]]:
-    """The attachments of a stored tool response: a media response, or a mixed one's media parts."""
+def response_media(response: Any) -> list[dict[str, Any]]:
+    """The attachments of a stored tool response: a media response, or a mixed one's media parts
+    (``{"type": "media", "mimeType", "base64Data", "filename"?}`` each)."""
     response = unwrap_response(response)
     if not isinstance(response, dict):
         return []
@@ -429,7 +430,7 @@ def _tool_media_message(answered: list[tuple[dict[str, Any], Any]]) -> dict[str,
     """
     parts: list[dict[str, Any]] = []
     for call, response in answered:
-        media = _response_media(response)
+        media = response_media(response)
         if media:
             name = (call.get("function") or {}).get("name")
             parts.append({"type": "text", "text": f"[media returned by tool call {call.get('id')} ({name})]"})

@@ -91,7 +91,7 @@ def run_background_call_task(call_id: str) -> None:
             turn_id=session.document.get("turnId") or "",
             agent_slug=agent.slug,
             tool_call_id=row.provider_call_id,
-            timeout=timeout,
+            timeout=timeout + executor.TIMEOUT_GRACE,
             cancel=cancel,
             sessions=DbSessionsPort(str(session.pk)),
             tools=tools,
@@ -102,4 +102,4 @@ def run_background_call_task(call_id: str) -> None:
         )
         return run_tool_call(agent, row.call, context)
 
-    executor.execute(row.pk, work)
+    executor.execute(row.pk, work, timeout)

@@ -4,9 +4,13 @@ acceptance 4): ``tool.started``, ``tool.progressed`` and ``tool.completed``/``to
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import time
 from datetime import datetime
 from pathlib import Path
+
+import pytest
 
 from tests.harness import Server, write_agent, write_tool
 from tests.streams import SseReader
@@ -115,3 +119,27 @@ def test_a_failing_background_call_reports_tool_failed(tmp_path, llm_server, sta
     failed = events[-1]["data"]
     assert failed["status"] == "failed" and failed["tool_call_id"] == "call_broken"
     assert failed["result"] == "Error: tool bash_broken exited with code 3: bad"
+
+
+def test_a_background_call_past_its_time_limit_fails_with_the_reference_text(
+    tmp_path, llm_server, start_server
+) -> None:
+    llm = llm_server(SCRIPT)
+    pid_file = tmp_path / "sleeper.pid"
+    write_tool(tmp_path / "tools", "ticker", {"slug": "ticker", "description": "sleeps", "args": []},
+               f"echo $$ > {pid_file}; sleep 30; echo woke")
+    agent = write_agent(
+        tmp_path, "bg", llm.url, toolDirectory="tools", executionMode="asynchronous", asyncCallTimeoutSeconds=1,
+        toolCallPolicyConfig={"default": {"tag": "runAsync"}, "rules": []},
+    )
+    server = start_server([agent])
+    started = time.monotonic()
+    _, events = _run(server, "tick please")
+    assert time.monotonic() - started < 20
+    assert [e["event"] for e in events] == ["tool.started", "tool.failed"]
+    assert events[-1]["data"]["result"] == "async tool call timed out after 1s"
+    # the model read the same text, and the tool's process is gone
+    assert llm.requests[-1]["messages"][-1]["content"] == "async tool call timed out after 1s"
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
