@@ -58,8 +58,8 @@ def send_run(session_id: str, run_id: str) -> None:
 
 def enqueue_background_call(call_id: uuid.UUID) -> None:
     """Send a ``runAsync`` call (a BackgroundCall row) to a worker once the transaction commits."""
-    args = str(call_id)
-    transaction.on_commit(lambda: send_background_call(args))
+    call = str(call_id)
+    transaction.on_commit(lambda: send_background_call(call))
 
 
 def send_background_call(call_id: str) -> None:
