@@ -54,12 +54,18 @@ class LineProgress:
         """Count ``data`` and remember the newest complete line in it; report when due."""
         state = self._streams.setdefault(stream, _Stream())
         state.bytes += len(data)
-        pieces = (bytes(state.partial) + data).split(b"\n")
-        state.partial = bytearray(pieces[-1][-_PARTIAL_KEEP:])
-        complete = pieces[:-1]
-        if complete:
-            state.lines += len(complete)
-            state.newest = complete[-1].decode("utf-8", errors="replace").rstrip("\r")[:LINE_MAX_CHARS]
+        # counted and searched, never split: a tool may print millions of short lines
+        ends = data.count(b"\n")
+        if ends:
+            last = data.rfind(b"\n")
+            previous = data.rfind(b"\n", 0, last)
+            line = data[previous + 1 : last] if previous >= 0 else bytes(state.partial) + data[:last]
+            state.lines += ends
+            state.newest = line[: 4 * LINE_MAX_CHARS].decode("utf-8", errors="replace").rstrip("\r")[:LINE_MAX_CHARS]
+            state.partial = bytearray(data[last + 1 :][-_PARTIAL_KEEP:])
+        else:
+            state.partial.extend(data)
+            del state.partial[:-_PARTIAL_KEEP]
         self._report_if_due(stream, state)
 
     def tick(self) -> None:
