@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from tests.harness import Server, write_agent, write_tool
+from tests.harness import ROOT, Server, write_agent, write_tool
 from tests.streams import SseReader
 
 SCRIPT = {"rules": [
@@ -143,3 +144,24 @@ def test_a_background_call_past_its_time_limit_fails_with_the_reference_text(
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_an_mcp_tool_in_the_background_reports_its_progress(tmp_path, llm_server, start_server) -> None:
+    llm = llm_server({"rules": [
+        {"when": {"last_role": "user"}, "reply": {"tool_calls": [
+            {"name": "mcp_demo_slow", "arguments": {"steps": 3}, "id": "call_slow"}]}},
+        {"reply": {"content": "done: {last_content}"}},
+    ]})
+    demo = ROOT / "tests" / "mcp_demo_server.py"
+    entry = {"tag": "McpSimpleBinary", "contents": {"name": "demo", "executable": sys.executable, "args": [str(demo)]}}
+    agent = write_agent(tmp_path, "bg", llm.url, mcpServers=[entry], executionMode="asynchronous",
+                        toolCallPolicyConfig={"default": {"tag": "runAsync"}, "rules": []})
+    server = start_server([agent])
+    _, events = _run(server, "go slowly")
+    kinds = [e["event"] for e in events]
+    assert kinds == ["tool.started", "tool.progressed", "tool.progressed", "tool.progressed", "tool.completed"]
+    progressed = [e["data"] for e in events if e["event"] == "tool.progressed"]
+    assert [(p["progress"], p["total"], p["message"]) for p in progressed] == [
+        (1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3"),
+    ]
+    assert all(e["data"]["tool_call_id"] == "call_slow" for e in events)
