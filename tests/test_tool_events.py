@@ -98,9 +98,9 @@ def test_a_flood_of_lines_gives_a_few_reports_per_stream(tmp_path, llm_server, s
     progressed = [e["data"] for e in events if e["event"] == "tool.progressed"]
     by_stream = {stream: [p for p in progressed if p["stream"] == stream] for stream in ("stdout", "stderr")}
     for stream, reports in by_stream.items():
-        # 300 lines in well under a second, then 1.2 s of quiet: the first line, and the newest
-        # once the half second is over; never one report per line
-        assert 1 <= len(reports) <= 5, reports
+        # 300 lines in a moment, then 1.2 s of quiet: the first line, and the newest once the half
+        # second is over; never one report per line (the rate itself is checked below)
+        assert 1 <= len(reports) <= 10, reports
         assert reports[-1]["lines"] == 300
         assert reports[-1]["line"] == ("row 300" if stream == "stdout" else "err 300")
     timed = _progress_times(server, session_id)
