@@ -94,6 +94,7 @@ def complete(
     tools: list[dict[str, Any]],
     timeout: float,
     on_text_delta: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> LlmAnswer:
     """Ask the agent's LLM for the next assistant message.
 
@@ -108,6 +109,9 @@ def complete(
         on_text_delta: when given, the request is streamed and this is called with every
             non-empty piece of content, in order; the pieces concatenate to ``LlmAnswer.text``.
             An exception it raises ends the call and propagates unchanged.
+        cancel: when given, setting it abandons the request in flight: its connection is closed,
+            so the provider sees the request cancelled (the ``interruptCompletions`` option,
+            docs/sessions.md §6.7), and :class:`LlmCancelled` is raised.
 
     Returns:
         The answer (see :class:`LlmAnswer`).
@@ -116,6 +120,7 @@ def complete(
         LlmError: the provider answered an HTTP error (after up to ``MAX_RETRIES`` retries for
             429/502/503/529), the request timed out (never retried: ``timeout`` is the caller's
             budget), the connection failed (retried), or the answer was malformed.
+        LlmCancelled: ``cancel`` was set before the answer came.
     """
     # Imported here, not with this module: the SDK takes about a third of a second to import,
     # which every `agents serve` and `agents worker` would pay before its first answer.
@@ -137,8 +142,16 @@ def complete(
         if flavor in OPENAI_FLAVORS:
             request["stream_options"] = {"include_usage": True}
 
-    client = _client(AgentClient, api_key, spec.modelUrl, timeout)
     url = f"{spec.modelUrl.rstrip('/')}/chat/completions"
+    if cancel is not None:
+        try:
+            completion = _with_retries(
+                lambda: _attempt_cancellable(api_key, spec.modelUrl, timeout, request, on_text_delta, cancel)
+            )
+        except openai.APIError as err:
+            raise LlmError(_describe(err, timeout, url)) from err
+        return _answer_from_completion(completion)
+    client = _client(AgentClient, api_key, spec.modelUrl, timeout)
     try:
         if on_text_delta is None:
             # The SDK's own request method, without its per-message conversion of the parameters
@@ -151,6 +164,65 @@ def complete(
             return _answer_from_completion(_fold_stream(stream, on_text_delta))
     except openai.APIError as err:
         raise LlmError(_describe(err, timeout, url)) from err
+
+
+class LlmCancelled(Exception):
+    """The request was cancelled while in flight; no answer is kept."""
+
+
+#: Seconds between two looks at the cancel event while a cancellable request is in flight.
+_CANCEL_POLL_SECONDS = 0.05
+
+
+def _attempt_cancellable(
+    api_key: str | None,
+    base_url: str,
+    timeout: float,
+    request: dict[str, Any],
+    on_text_delta: Callable[[str], None] | None,
+    cancel: threading.Event,
+) -> dict[str, Any]:
+    """One attempt of a request that ``cancel`` may abandon, as a ``chat.completion`` dict.
+
+    The request runs as an asyncio task on a client of its own (made and closed here): cancelling
+    the task closes the connection, which a blocking call in another thread could not do.
+
+    Raises:
+        LlmCancelled: ``cancel`` was set first.
+        openai.APIError: as the SDK raises it (retried by the caller where it may be).
+    """
+    import asyncio
+
+    import httpx
+
+    from agents_app.openai_client import AsyncAgentClient
+
+    async def ask(client: Any) -> dict[str, Any]:
+        if on_text_delta is None:
+            raw = await client.post("/chat/completions", body=request, cast_to=httpx.Response)
+            return _decode_completion(raw.text)
+        fold = _StreamFold(on_text_delta)
+        stream = await client.chat.completions.create(**request)
+        async with stream:
+            try:
+                async for chunk in stream:
+                    fold.add(chunk)
+            except json.JSONDecodeError as err:
+                raise LlmError(f"LLM answer was malformed: a stream event is not JSON ({err.msg})") from err
+        return fold.completion()
+
+    async def race() -> dict[str, Any]:
+        async with AsyncAgentClient(agent_api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0) as client:
+            task = asyncio.ensure_future(ask(client))
+            while not task.done():
+                if cancel.is_set():
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                    raise LlmCancelled()
+                await asyncio.wait({task}, timeout=_CANCEL_POLL_SECONDS)
+            return task.result()
+
+    return asyncio.run(race())
 
 
 _clients_lock = threading.Lock()
@@ -326,50 +398,71 @@ def _normalize_tool_call(call: Any, position: int) -> dict[str, Any]:
 
 
 def _fold_stream(stream: Any, on_text_delta: Callable[[str], None]) -> dict[str, Any]:
-    """Fold a chat-completion chunk stream into the non-streamed ``chat.completion`` shape.
+    """Fold a chat-completion chunk stream into the non-streamed ``chat.completion`` shape
+    (:class:`_StreamFold`)."""
+    fold = _StreamFold(on_text_delta)
+    try:
+        for chunk_object in stream:
+            fold.add(chunk_object)
+    except json.JSONDecodeError as err:
+        raise LlmError(f"LLM answer was malformed: a stream event is not JSON ({err.msg})") from err
+    return fold.completion()
+
+
+class _StreamFold:
+    """The chunks of a streamed answer folded as they come (docs/agents.md §7.4).
 
     Content and reasoning pieces are concatenated, tool calls assembled by ``index`` (the id, type
     and name from whichever fragment carries them, the ``arguments`` fragments appended), and the
-    last ``finish_reason`` and ``usage`` kept (docs/agents.md §7.4).
+    last ``finish_reason`` and ``usage`` kept.
     """
-    header: dict[str, Any] = {}
-    usage: dict[str, Any] | None = None
-    choices: dict[int, dict[str, Any]] = {}
-    seen_chunk = False
-    try:
-        for chunk_object in stream:
-            chunk = chunk_object.model_dump(exclude_unset=True)
-            seen_chunk = True
-            for key in ("id", "created", "model", "system_fingerprint"):
-                if chunk.get(key) is not None:
-                    header.setdefault(key, chunk[key])
-            if isinstance(chunk.get("usage"), dict):
-                usage = chunk["usage"]
-            for choice in chunk.get("choices") or []:
-                index = choice.get("index") or 0
-                state = choices.setdefault(
-                    index, {"content": None, "reasoning": None, "calls": {}, "finish_reason": None}
-                )
-                _fold_delta(state, choice.get("delta") or {}, on_text_delta if index == 0 else None)
-                if choice.get("finish_reason") is not None:
-                    state["finish_reason"] = choice["finish_reason"]
-    except json.JSONDecodeError as err:
-        raise LlmError(f"LLM answer was malformed: a stream event is not JSON ({err.msg})") from err
-    if not seen_chunk:
-        raise LlmError("LLM answer was malformed: the stream ended without any chunk")
-    if not choices:
-        raise LlmError("LLM answer was malformed: no choices in the stream")
-    completion: dict[str, Any] = {
-        "id": header.get("id", ""),
-        "object": "chat.completion",
-        "created": header.get("created", 0),
-        "model": header.get("model", ""),
-        "choices": [_folded_choice(index, choices[index]) for index in sorted(choices)],
-        "usage": usage,
-    }
-    if "system_fingerprint" in header:
-        completion["system_fingerprint"] = header["system_fingerprint"]
-    return completion
+
+    def __init__(self, on_text_delta: Callable[[str], None]) -> None:
+        self.on_text_delta = on_text_delta
+        self.header: dict[str, Any] = {}
+        self.usage: dict[str, Any] | None = None
+        self.choices: dict[int, dict[str, Any]] = {}
+        self.seen_chunk = False
+
+    def add(self, chunk_object: Any) -> None:
+        """Fold one chunk (an SDK ``ChatCompletionChunk``)."""
+        chunk = chunk_object.model_dump(exclude_unset=True)
+        self.seen_chunk = True
+        for key in ("id", "created", "model", "system_fingerprint"):
+            if chunk.get(key) is not None:
+                self.header.setdefault(key, chunk[key])
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            index = choice.get("index") or 0
+            state = self.choices.setdefault(
+                index, {"content": None, "reasoning": None, "calls": {}, "finish_reason": None}
+            )
+            _fold_delta(state, choice.get("delta") or {}, self.on_text_delta if index == 0 else None)
+            if choice.get("finish_reason") is not None:
+                state["finish_reason"] = choice["finish_reason"]
+
+    def completion(self) -> dict[str, Any]:
+        """The folded answer as a ``chat.completion`` dict.
+
+        Raises:
+            LlmError: no chunk came, or none had a choice.
+        """
+        if not self.seen_chunk:
+            raise LlmError("LLM answer was malformed: the stream ended without any chunk")
+        if not self.choices:
+            raise LlmError("LLM answer was malformed: no choices in the stream")
+        completion: dict[str, Any] = {
+            "id": self.header.get("id", ""),
+            "object": "chat.completion",
+            "created": self.header.get("created", 0),
+            "model": self.header.get("model", ""),
+            "choices": [_folded_choice(index, self.choices[index]) for index in sorted(self.choices)],
+            "usage": self.usage,
+        }
+        if "system_fingerprint" in self.header:
+            completion["system_fingerprint"] = self.header["system_fingerprint"]
+        return completion
 
 
 def _fold_delta(

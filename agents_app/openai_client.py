@@ -11,8 +11,8 @@ from typing import Any
 import openai
 
 
-class AgentClient(openai.OpenAI):
-    """``openai.OpenAI`` whose only credential is the agent's own key, possibly none.
+class _AgentCredentials:
+    """The header hooks of an SDK client whose only credential is the agent's own key, possibly none.
 
     The stock client insists on a key (reading ``OPENAI_API_KEY`` when given none) and adds
     organization/project and custom headers from the environment. Here the ``Authorization``
@@ -51,3 +51,12 @@ class AgentClient(openai.OpenAI):
     def _validate_headers(self, headers: Any, custom_headers: Any) -> None:
         # No Authorization header is a legitimate request here (docs/decisions.md §5).
         return None
+
+
+class AgentClient(_AgentCredentials, openai.OpenAI):
+    """``openai.OpenAI`` whose only credential is the agent's own key, possibly none."""
+
+
+class AsyncAgentClient(_AgentCredentials, openai.AsyncOpenAI):
+    """``openai.AsyncOpenAI`` with the same credentials: for a request that may be cancelled
+    while in flight (cancelling its task closes the connection)."""

@@ -126,7 +126,9 @@ def runtime_agent(slug: str) -> RuntimeAgent:
         agent = RuntimeAgent(
             loaded=loaded,
             toolset=toolset,
-            policy=ToolCallPolicy.from_config(loaded.spec.toolCallPolicyConfig),
+            policy=ToolCallPolicy.from_config(
+                loaded.spec.toolCallPolicyConfig, frozenset(tool.name for tool in loaded.spec.externalTools)
+            ),
             api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
             owner_api_keys=registry.owner_api_keys,
             parameters=parameters,

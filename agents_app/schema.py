@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ENVELOPE_TAG = "OpenAIAgentDescription"
@@ -157,7 +159,7 @@ class Disposition(_Lenient):
 
     tag: Literal["runSync", "runAsync", "runIsolated", "defer", "decorate"]
     reason: str | None = None
-    attachSeconds: float | None = None
+    attachSeconds: float | None = Field(default=None, ge=0)
     # ours (ignored by agents-exe): a ``defer`` whose calls are published to this Celery queue
     # (README, "Deferred calls on a Celery queue")
     queue: str | None = None
@@ -178,6 +180,40 @@ class ToolCallPolicyConfig(_Lenient):
 
     default: Disposition = Field(default_factory=lambda: Disposition(tag="runSync"))
     rules: list[PolicyRule] = Field(default_factory=list)
+
+
+#: What an external tool's name may be: a name every LLM API accepts as is (docs/agents.md §10).
+EXTERNAL_TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class ExternalToolDecl(_Lenient):
+    """An entry of ``externalTools`` (ours, docs/agents.md §10): a tool the outside world runs.
+
+    ``parameters`` is the JSON schema of its arguments (an object schema, checked against the
+    JSON-schema meta-schema); its calls are deferred unless a policy rule names the tool.
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    @field_validator("name")
+    @classmethod
+    def _llm_name(cls, value: str) -> str:
+        if not EXTERNAL_TOOL_NAME_PATTERN.fullmatch(value):
+            raise ValueError("must be 1 to 64 letters, digits, _ or -")
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as error:
+            raise ValueError(f"not a valid JSON schema: {error.message}") from None
+        if value.get("type") != "object":
+            raise ValueError('must be a JSON schema of "type": "object" (the arguments of a call)')
+        return value
 
 
 #: The tags of a parameter's ``default`` (``ApiKeySource`` is the Haskell spelling of ``ApiKey``).
@@ -256,7 +292,7 @@ class AgentSpec(_Lenient):
     executionMode: Literal["synchronous", "asynchronous"] = "synchronous"
     toolCallPolicyConfig: ToolCallPolicyConfig | None = None
     asyncYieldStrategy: Any = "yieldWhenAllDone"
-    maxConcurrency: int = 4
+    maxConcurrency: int = Field(default=4, ge=1)
     asyncCallTimeoutSeconds: float | None = None
     mailInToolResult: bool = False
     wakeOn: list[str] | None = None
@@ -273,6 +309,8 @@ class AgentSpec(_Lenient):
     # ours (ignored by agents-exe): tools (LLM-visible names) whose calls may run again when a
     # crash left it unknown whether they ran (docs/tools.md §5.4)
     safeToRetry: list[str] = Field(default_factory=list)
+    # ours (ignored by agents-exe): tools declared with a schema, run by the outside world (docs/agents.md §10)
+    externalTools: list[ExternalToolDecl] = Field(default_factory=list)
 
     @field_validator("slug", "apiKeyId", "modelUrl", "modelName")
     @classmethod

@@ -14,6 +14,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from sessions_app.models import BackgroundCall, Session
@@ -53,18 +55,50 @@ def cancel_calls(session: Session, tool_call_ids: list[str] | None) -> int:
 
 
 
-def claim(call_id: uuid.UUID, executor: str) -> bool:
-    """Take a background call for execution; ``False`` if another executor has it or it ended."""
-    return (
-        BackgroundCall.objects.filter(pk=call_id, state=BackgroundCall.State.RUNNING, executor="").update(
-            executor=executor, heartbeat_at=timezone.now()
+def claim(call_id: uuid.UUID, executor: str, limit: int | None = None) -> bool:
+    """Take a background call for execution.
+
+    Args:
+        call_id: the BackgroundCall.
+        executor: the name of the process taking it.
+        limit: the most calls of its session that may execute at once, in every process
+            (the agent's ``maxConcurrency``, docs/sessions.md §4.6); ``None``: no limit.
+    Returns:
+        ``False`` when another executor has it, it ended, or ``limit`` calls of its session are
+        executing already (it stays waiting: :func:`waiting` finds it when one of them ends).
+    """
+    pending = BackgroundCall.objects.filter(pk=call_id, state=BackgroundCall.State.RUNNING, executor="")
+    if limit is None:
+        return pending.update(executor=executor, heartbeat_at=timezone.now()) == 1
+    with transaction.atomic():
+        session_id = pending.values_list("session_id", flat=True).first()
+        if session_id is None:
+            return False
+        # the session's row lock makes the count and the claim one step for every process: two
+        # claims counting at once would each see a free slot (SQLite runs one writer at a time,
+        # and the count is inside the UPDATE)
+        list(Session.objects.select_for_update().filter(pk=session_id).values_list("pk", flat=True))
+        executing = (
+            BackgroundCall.objects.filter(session_id=OuterRef("session_id"), state=BackgroundCall.State.RUNNING)
+            .exclude(executor="")
+            .order_by()
+            .values("session_id")
+            .annotate(n=Count("pk"))
+            .values("n")
         )
-        == 1
-    )
+        claimed = (
+            pending.alias(executing=Coalesce(Subquery(executing), 0))
+            .filter(executing__lt=limit)
+            .update(executor=executor, heartbeat_at=timezone.now())
+        )
+    return claimed == 1
 
 
-
-
+def waiting(session_id: uuid.UUID) -> list[uuid.UUID]:
+    """The background calls of a session not yet claimed, oldest first: those a full
+    ``maxConcurrency`` held back, and those whose task has not reached a worker yet."""
+    query = BackgroundCall.objects.filter(session_id=session_id, state=BackgroundCall.State.RUNNING, executor="")
+    return list(query.order_by("created_at").values_list("pk", flat=True))
 
 
 def orphan_stale(session: Session) -> int:

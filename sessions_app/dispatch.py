@@ -65,8 +65,14 @@ def send_run(session_id: str, run_id: str) -> None:
 
 def enqueue_background_call(call_id: uuid.UUID) -> None:
     """Send a ``runAsync`` call (a BackgroundCall row) to a worker once the transaction commits."""
-    args = [str(call_id)]
-    transaction.on_commit(lambda: _send(RUN_BACKGROUND_CALL_TASK, args, background_call=True))
+    call = str(call_id)
+    transaction.on_commit(lambda: send_background_call(call))
+
+
+def send_background_call(call_id: str) -> None:
+    """Send a ``runAsync`` call to a worker now (outside any transaction); a worker that finds it
+    claimed, or its session's ``maxConcurrency`` reached, leaves it."""
+    _send(RUN_BACKGROUND_CALL_TASK, [call_id], background_call=True)
 
 
 def enqueue_watched_event(event_seq: int) -> None:

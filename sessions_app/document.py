@@ -409,8 +409,9 @@ def _media_part(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
 
 
-def _response_media(response: Any) -> list[dict[str, Any]]:
-    """The attachments of a stored tool response: a media response, or a mixed one's media parts."""
+def response_media(response: Any) -> list[dict[str, Any]]:
+    """The attachments of a stored tool response: a media response, or a mixed one's media parts
+    (``{"type": "media", "mimeType", "base64Data", "filename"?}`` each)."""
     response = unwrap_response(response)
     if not isinstance(response, dict):
         return []
@@ -429,7 +430,7 @@ def _tool_media_message(answered: list[tuple[dict[str, Any], Any]]) -> dict[str,
     """
     parts: list[dict[str, Any]] = []
     for call, response in answered:
-        media = _response_media(response)
+        media = response_media(response)
         if media:
             name = (call.get("function") or {}).get("name")
             parts.append({"type": "text", "text": f"[media returned by tool call {call.get('id')} ({name})]"})
@@ -446,9 +447,17 @@ def _clean_call(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def placeholder(call: dict[str, Any]) -> str:
-    """The tool message sent for a call whose result is not in yet (docs/sessions.md §3.3)."""
-    return json.dumps({"status": "running", "message": PLACEHOLDER_MESSAGE, "tool_call_id": call.get("id")})
+def placeholder(call: dict[str, Any], detached: Any = None) -> str:
+    """The tool message sent for a call whose result is not in yet (docs/sessions.md §3.3).
+
+    ``detached`` is the tracked call's ``tcDetached``: for a detached call, why it was detached
+    (``True`` in documents written before reasons were kept), said in a ``detached`` field.
+    """
+    shown: dict[str, Any] = {"status": "running", "message": PLACEHOLDER_MESSAGE, "tool_call_id": call.get("id")}
+    if detached:
+        shown["message"] += " It was detached: its result will come as a toolCallFinished message."
+        shown["detached"] = detached if isinstance(detached, str) else "detached"
+    return json.dumps(shown)
 
 
 def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[str, Any]]:
@@ -486,7 +495,9 @@ def openai_messages(document: dict[str, Any], system_prompt: str) -> list[dict[s
         elif tag == "PartialUserTurn":
             for tc in tracked_calls(turn):
                 final = tc["tcState"] in FINAL_STATES
-                content = render_tool_response(tc["tcResult"]) if final else placeholder(tc["tcCall"])
+                content = (
+                    render_tool_response(tc["tcResult"]) if final else placeholder(tc["tcCall"], tc.get("tcDetached"))
+                )
                 messages.append({"role": "tool", "tool_call_id": tc["tcCall"].get("id"), "content": content})
                 if final:
                     answered.append((tc["tcCall"], tc["tcResult"]))

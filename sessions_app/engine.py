@@ -24,13 +24,20 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from agents_app.bindings import ScopedBinding
-from agents_app.llm import complete
+from agents_app.llm import LlmCancelled, complete
 from agents_app.narrowing import NarrowingError, derived_table, prepare_helper_call
 from agents_app.parameters import ParamValue
 from agents_app.runtime import RuntimeAgent, runtime_agent
 from sessions_app import background, executor, isolation
 from sessions_app import document as doc
-from sessions_app.event_types import EventKind, ToolFinished, ToolProgressed, ToolStarted, bounded
+from sessions_app.event_types import (
+    EventKind,
+    ToolFinished,
+    ToolProgressed,
+    ToolStarted,
+    bounded,
+    progress_reporters,
+)
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
 from tools_app.activation import hidden_text
@@ -50,6 +57,11 @@ INTERRUPTED_TEXT = (
     "Error: the tool call was interrupted: the process running it stopped before its result was stored."
     " It may or may not have run, and it was not run again."
 )
+
+
+#: Why a call was detached, as its placeholder tells the model (docs/sessions.md §4.6, §6.7).
+DETACHED_AT_ONCE = "detached at once (attachSeconds 0)"
+DETACHED_BY_INTERRUPT = "detached by an interrupt"
 
 
 class CallLedger(Protocol):
@@ -173,6 +185,7 @@ def step(
     if tag == "UserTurn" or (tag == "PartialUserTurn" and _only_detached_open(head)):
         answer = _complete_unless_stopped(
             signals or RunSignals(),
+            agent.loaded.spec.interruptCompletions,
             spec=agent.loaded.spec,
             api_key=agent.api_key_for(owner),
             messages=doc.openai_messages(document, agent.system_prompt),
@@ -194,18 +207,38 @@ class Stopped(Exception):
     """The run was told to stop while the LLM was being asked; the answer is dropped."""
 
 
-def _complete_unless_stopped(signals: RunSignals, **request: Any) -> Any:
+class Interrupted(Exception):
+    """An interrupt came while the LLM was being asked, and the agent has ``interruptCompletions``:
+    the request was cancelled; the run folds the mail into the head and asks again."""
+
+
+def _complete_unless_stopped(signals: RunSignals, interruptible: bool, **request: Any) -> Any:
     """Ask the LLM in a thread, so that a stop (cancel, StopRun) does not wait for its answer.
+
+    With ``interruptible`` (the agent's ``interruptCompletions``, docs/sessions.md §6.7) the
+    request is cancellable: a stop or an interrupt closes its connection, so the provider stops
+    working on it. Otherwise it goes on, and an interrupt waits for its answer.
 
     Raises:
         Stopped: the run was stopped first; the answer, when it comes, is dropped.
+        Interrupted: ``interruptible`` and an interrupt came first; the request was cancelled.
         agents_app.llm.LlmError: the provider failed.
     """
-    answer = _llm_requests.submit(complete, **request)
+    cancel = threading.Event() if interruptible else None
+    answer = _llm_requests.submit(complete, cancel=cancel, **request)
     while True:
         try:
             return answer.result(timeout=0.05)
+        except LlmCancelled:
+            raise Interrupted() from None
         except FuturesTimeout:
+            if cancel is not None and (signals.stop.is_set() or signals.interrupt.is_set()):
+                cancel.set()
+                stopping = signals.stop.is_set()
+                try:
+                    return answer.result()  # the answer won the race: it is kept
+                except LlmCancelled:
+                    raise (Stopped() if stopping else Interrupted()) from None
             if signals.stop.is_set():
                 raise Stopped() from None
 
@@ -314,6 +347,9 @@ def _run_calls(
         elif effective.get("tag") == "runAsync":
             entry = doc.tracked_call(call, "Running", disposition)
             entry["tcBackground"] = True
+            if effective.get("attachSeconds") == 0:
+                # attachSeconds 0: the model is answered at once, the result comes as mail
+                entry["tcDetached"] = DETACHED_AT_ONCE
             started.append(entry)
         else:
             if effective.get("tag") != "runSync":
@@ -340,6 +376,7 @@ def _run_calls(
         # progress is reported in the call's thread and emitted from this one
         reports: queue.SimpleQueue[ToolProgressed] = queue.SimpleQueue()
         call_id = str(call.get("id") or "")
+        progress, output = progress_reporters(call_id, name, reports.put)
         context = ToolContext(
             session_id=session_id,
             conversation_id=session_id,
@@ -350,7 +387,8 @@ def _run_calls(
             cancel=threading.Event(),
             sessions=DbSessionsPort(session_id),
             tools=tools,
-            progress=_progress_reporter(reports, call_id, name),
+            progress=progress,
+            output=output,
             params=params.values,
             inherited_bindings=params.inherited,
         )
@@ -362,7 +400,7 @@ def _run_calls(
                 running.cancel.set()
             if signals.interrupt.is_set() and running.detach(session, entry):
                 entry["tcState"] = "Running"
-                entry["tcDetached"] = True
+                entry["tcDetached"] = DETACHED_BY_INTERRUPT
                 break
         _emit_progress(reports, on_tool_event)
         if entry["tcState"] == "Running":
@@ -402,17 +440,6 @@ def _interrupt(entry: dict[str, Any], session_id: str, on_tool_event: ToolEventC
     log.warning("tool call interrupted", extra={"kind": "tools.interrupted", "session_id": session_id, "tool": name})
     finished = ToolFinished(tool_call_id=str(call.get("id") or ""), tool=name, status="failed", result=INTERRUPTED_TEXT)
     on_tool_event(EventKind.TOOL_FAILED, finished)
-
-
-def _progress_reporter(
-    reports: queue.SimpleQueue[ToolProgressed], call_id: str, tool: str
-) -> Callable[[float, float | None, str | None], None]:
-    """The ``ToolContext.progress`` of one call: it queues a ``tool.progressed`` payload."""
-
-    def report(value: float, total: float | None, message: str | None) -> None:
-        reports.put(ToolProgressed(tool_call_id=call_id, tool=tool, progress=value, total=total, message=message))
-
-    return report
 
 
 def _emit_progress(reports: queue.SimpleQueue[ToolProgressed], on_tool_event: ToolEventCallback) -> None:

@@ -9,8 +9,9 @@ can name tool events without importing storage.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from sessions_app.document import render_tool_response
 
@@ -94,14 +95,45 @@ class ToolStarted(TypedDict):
 
 
 class ToolProgressed(TypedDict):
-    """``tool.progressed``: a running call reported progress (an MCP server's
-    ``notifications/progress``): how far, out of ``total`` when known, and what it is doing."""
+    """``tool.progressed``: a running call reported progress.
+
+    An MCP server's ``notifications/progress`` gives ``progress``, ``total`` (when known) and
+    ``message``; a bash tool's output gives ``stream`` (``stdout`` or ``stderr``), its latest
+    ``line``, and the ``lines`` and ``bytes`` printed on that stream so far (docs/tools.md §3.4).
+    """
 
     tool_call_id: str
     tool: str
-    progress: float
-    total: float | None
-    message: str | None
+    progress: NotRequired[float]
+    total: NotRequired[float | None]
+    message: NotRequired[str | None]
+    stream: NotRequired[str]
+    line: NotRequired[str]
+    lines: NotRequired[int]
+    bytes: NotRequired[int]
+
+
+#: ``ToolContext.progress`` and ``ToolContext.output`` (``tools_app.base``).
+ProgressFn = Callable[[float, float | None, str | None], None]
+OutputFn = Callable[[str, str, int, int], None]
+
+
+def progress_reporters(
+    tool_call_id: str, tool: str, sink: Callable[[ToolProgressed], None]
+) -> tuple[ProgressFn, OutputFn]:
+    """The ``progress`` (MCP) and ``output`` (bash lines) callbacks of one call's ToolContext.
+
+    Both hand ``sink`` a ``tool.progressed`` payload for call ``tool_call_id`` (the provider's id)
+    of tool ``tool`` (its wire name).
+    """
+
+    def progress(value: float, total: float | None, message: str | None) -> None:
+        sink(ToolProgressed(tool_call_id=tool_call_id, tool=tool, progress=value, total=total, message=message))
+
+    def output(stream: str, line: str, lines: int, size: int) -> None:
+        sink(ToolProgressed(tool_call_id=tool_call_id, tool=tool, stream=stream, line=line, lines=lines, bytes=size))
+
+    return progress, output
 
 
 class ToolFinished(TypedDict):

@@ -223,6 +223,11 @@ def render(envelope: MailEnvelope) -> tuple[str, list[dict[str, Any]]]:
         state = body.get("state", "").lower()
         header = f"[mail {envelope.mail_id}: tool call {body.get('providerCallId')} ({body.get('tool')}) {state}]"
         text = doc.render_tool_response(body.get("result"))
+        # the text names an image or a PDF; the model sees it as a part of the message as well
+        media = [
+            {key: item[key] for key in ("mimeType", "base64Data", "filename") if key in item}
+            for item in doc.response_media(body.get("result"))
+        ]
     elif tag == "watchedEvent":
         header = f"[mail {envelope.mail_id}: watched session {body.get('sessionId')} {body.get('event')}]"
         text = json.dumps(body.get("data"), ensure_ascii=False, sort_keys=True)

@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
@@ -34,8 +35,16 @@ from agentsite.errors import UnreadableSession
 from agentsite.redaction import redact
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
-from sessions_app.dispatch import enqueue_background_call, send_run
-from sessions_app.engine import NothingToDo, RunSignals, StepParams, Stopped, step
+from sessions_app.dispatch import enqueue_background_call, send_background_call, send_run
+from sessions_app.engine import (
+    DETACHED_BY_INTERRUPT,
+    Interrupted,
+    NothingToDo,
+    RunSignals,
+    StepParams,
+    Stopped,
+    step,
+)
 from sessions_app.event_types import (
     CallsDeferred,
     EventKind,
@@ -54,6 +63,7 @@ from sessions_app.services.continuations import apply_completed_continuations, c
 from sessions_app.services.tree import child_create, deliver_to_parent
 from sessions_app.started import StartedCalls, forget_started
 from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
+from tools_app.policy import flatten_disposition
 
 log = logging.getLogger("sessions.runner")
 
@@ -198,6 +208,11 @@ def _loop(session: Session, heartbeat: RunWatch) -> None:
                 except Stopped:
                     # cancel or StopRun while the LLM was asked: the loop takes the control next
                     continue
+                except Interrupted:
+                    # the request was cancelled: the loop folds the mail into the head and asks again
+                    log.info("completion interrupted", extra={"kind": "run.completion_interrupted",
+                                                              "session_id": str(session_id)})
+                    continue
                 else:
                     if _store_step(session, result, mode=mode):
                         return
@@ -257,7 +272,7 @@ def _store_step(session: Session, result: Any, *, mode: str) -> bool:
         if result.ran_calls:
             forget_started(session.pk)
         create_continuations(session, result.continuations)
-        rows = [background.create(session, entry, attached=True) for entry in result.background]
+        rows = [background.create(session, entry, attached=not entry.get("tcDetached")) for entry in result.background]
         calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))}
         for child in result.children:
             child_create(session, child, calls.get(str(child.session_id), {}))
@@ -317,31 +332,47 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
 
     ``yieldWhenAllDone`` (default) waits for all; ``yieldOnAnyProgress`` for one, then detaches
     the rest; ``{"tag": "yieldOnTimeout", "milliseconds": N}`` detaches what is left after N ms.
-    An interrupt detaches them all; a stop or a Pause returns at once (the loop handles it).
+    A call whose disposition has ``attachSeconds`` N is detached alone once it has run N seconds
+    (the wait goes on for the others when the loop comes back). An interrupt detaches them all;
+    a stop or a Pause returns at once (the loop handles it).
     """
     strategy = agent.loaded.spec.asyncYieldStrategy
     timeout_ms = strategy.get("milliseconds") if isinstance(strategy, dict) else None
     started = time.monotonic()
     head = doc.head(document)
-    waiting = [tc["tcId"] for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")]
+    open_calls = [tc for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")]
+    waiting = [tc["tcId"] for tc in open_calls]
+    attach = {tc["tcId"]: _attach_seconds(tc) for tc in open_calls}
     with hub.SessionWatch(str(session.pk)) as watch:
         while True:
-            background.orphan_stale(session)
+            if background.orphan_stale(session):
+                # slots a dead executor held are free: the calls maxConcurrency held back may start
+                for call_id in background.waiting(session.pk):
+                    send_background_call(str(call_id))
             rows = background.results_for(session, waiting)
             finished = {tc_id: row for tc_id, row in rows.items() if row.state != "running"}
             document = _apply_background(document, finished)
             still = [tc_id for tc_id in waiting if tc_id not in finished]
             if not still:
                 return document
-            give_up = (
-                signals.interrupt.is_set()
-                or (strategy == "yieldOnAnyProgress" and finished)
-                or (timeout_ms is not None and (time.monotonic() - started) * 1000 >= timeout_ms)
-            )
-            if give_up:
-                late = background.detach(session, still)
+            if signals.interrupt.is_set():
+                reason, leaving = DETACHED_BY_INTERRUPT, still
+            elif strategy == "yieldOnAnyProgress" and finished:
+                reason, leaving = "still running when another call of the turn finished", still
+            elif timeout_ms is not None and (time.monotonic() - started) * 1000 >= timeout_ms:
+                reason, leaving = f"still running after {timeout_ms} ms", still
+            else:
+                now = timezone.now()
+                leaving = [
+                    tc_id for tc_id in still
+                    if attach[tc_id] is not None and tc_id in rows
+                    and (now - rows[tc_id].created_at).total_seconds() >= attach[tc_id]
+                ]
+                reason = f"still running after {attach[leaving[0]]:g}s" if leaving else ""
+            if leaving:
+                late = background.detach(session, leaving)
                 document = _apply_background(document, late)
-                return _mark_detached(document, [tc_id for tc_id in still if tc_id not in late])
+                return _mark_detached(document, [tc_id for tc_id in leaving if tc_id not in late], reason)
             if signals.stop.is_set() or _pause_pending(session, document):
                 return document
             watch.wait(0.25)
@@ -365,11 +396,18 @@ def _apply_background(document: dict[str, Any], rows: dict[str, Any]) -> dict[st
     return doc.replace_head(document, turn)
 
 
-def _mark_detached(document: dict[str, Any], tc_ids: list[str]) -> dict[str, Any]:
+def _attach_seconds(tracked: dict[str, Any]) -> float | None:
+    """The ``attachSeconds`` of a call's disposition (``decorate`` layers looked through), if any."""
+    disposition = tracked.get("tcPolicy")
+    seconds = flatten_disposition(disposition).get("attachSeconds") if isinstance(disposition, dict) else None
+    return float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else None
+
+
+def _mark_detached(document: dict[str, Any], tc_ids: list[str], reason: str) -> dict[str, Any]:
     head = doc.current_partial(doc.head(document))
     for tc in doc.tracked_calls(head):
         if tc["tcId"] in tc_ids:
-            tc["tcDetached"] = True
+            tc["tcDetached"] = reason
     return doc.replace_head(document, head)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ from agents_app.runtime import runtime_agent
 from sessions_app import background, events, executor, hub, runner
 from sessions_app.dispatch import FORWARD_WATCHED_EVENT_TASK, RUN_BACKGROUND_CALL_TASK, RUN_SESSION_TASK
 from sessions_app.engine import run_tool_call
-from sessions_app.event_types import EventKind, ToolProgressed
+from sessions_app.event_types import EventKind, ToolProgressed, progress_reporters
 from sessions_app.models import BackgroundCall
 from sessions_app.ports import DbSessionsPort
 from sessions_app.services import params as values
@@ -72,22 +71,25 @@ def sweep_runs_task() -> None:
 
 @shared_task(name=RUN_BACKGROUND_CALL_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_background_call_task(call_id: str) -> None:
-    """Run a ``runAsync`` tool call; a duplicate delivery finds it claimed and exits."""
-    if not background.claim(uuid.UUID(call_id), runner.WORKER_NAME):
+    """Run a ``runAsync`` tool call; a duplicate delivery finds it claimed and exits, and so does a
+    delivery while the session's ``maxConcurrency`` calls execute (it is sent again when one ends)."""
+    row = BackgroundCall.objects.select_related("session").filter(pk=call_id).first()
+    if row is None:
         return
-    row = BackgroundCall.objects.select_related("session").get(pk=call_id)
     session = row.session
     agent = runtime_agent(session.agent_slug)
+    if not background.claim(row.pk, runner.WORKER_NAME, limit=agent.loaded.spec.maxConcurrency):
+        return
+    executor.started(row)
     timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
     # the session's values as the call starts: those of the run that started it, if it still holds them
     held = values.run_values(agent, session)
     tools = narrowed_toolset(agent.toolset, held.narrowing.here) if held.narrowing is not None else agent.toolset
 
-    def progressed(value: float, total: float | None, message: str | None) -> None:
-        payload = ToolProgressed(
-            tool_call_id=row.provider_call_id, tool=row.tool, progress=value, total=total, message=message
-        )
+    def emit_progress(payload: ToolProgressed) -> None:
         events.emit(EventKind.TOOL_PROGRESSED, session.pk, session.owner, payload)
+
+    progress, output = progress_reporters(row.provider_call_id, row.tool, emit_progress)
 
     def work(cancel: threading.Event) -> tuple[str, Any]:
         context = ToolContext(
@@ -96,14 +98,15 @@ def run_background_call_task(call_id: str) -> None:
             turn_id=session.document.get("turnId") or "",
             agent_slug=agent.slug,
             tool_call_id=row.provider_call_id,
-            timeout=timeout,
+            timeout=timeout + executor.TIMEOUT_GRACE,
             cancel=cancel,
             sessions=DbSessionsPort(str(session.pk)),
             tools=tools,
-            progress=progressed,
+            progress=progress,
+            output=output,
             params=held.values,
             inherited_bindings=tuple(held.narrowing.below) if held.narrowing is not None else (),
         )
         return run_tool_call(agent, row.call, context)
 
-    executor.execute(row.pk, work)
+    executor.execute(row.pk, work, timeout)

@@ -67,6 +67,9 @@ class ToolContext:
             portal); ``None`` for a call made through the portal, so portals never nest.
         progress: optional; told ``(progress, total, message)`` as a tool reports progress (MCP
             tools), in the thread that called :meth:`Tool.call`, before the call returns.
+        output: optional; told ``(stream, line, lines, bytes)`` as a bash tool prints: the newest
+            line of ``stdout`` or ``stderr`` and that stream's totals so far, at most twice a second
+            per stream (``tools_app.bash.progress``), in the thread that called :meth:`Tool.call`.
         params: the calling agent's parameter values, resolved for this call (docs/tools.md §8):
             the bindings of ``tools_app.bound`` read them; nothing else does.
         inherited_bindings: call-time bindings the caller's own caller addressed below it
@@ -85,6 +88,7 @@ class ToolContext:
     sessions: SessionsPort | None = None
     tools: ToolLookup | None = None
     progress: Callable[[float, float | None, str | None], None] | None = None
+    output: Callable[[str, str, int, int], None] | None = None
     params: Mapping[str, ParamValue] = field(default_factory=dict)
     inherited_bindings: tuple[Any, ...] = ()
 

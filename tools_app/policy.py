@@ -15,6 +15,9 @@ Choices made here:
   (decorators are parsed but inert, as in agents-exe, docs/tools.md §5.2); a ``decorate`` without
   ``inner`` counts as ``runSync``. :meth:`ToolCallPolicy.disposition_for` gives the unflattened
   value for callers that want the decorators.
+* A tool of the agent's ``externalTools`` that no rule names is deferred: with ``default`` when
+  that defers (its reason kept), else with the reason ``external tool``; nothing in the server
+  could run it (docs/agents.md §10).
 * Every disposition tag the schema knows is accepted; whether the caller can honour
   ``runAsync`` / ``runIsolated`` is the caller's decision, not this module's.
 """
@@ -26,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents_app.schema import Disposition, ToolCallPolicyConfig
+
+from .external import EXTERNAL_REASON
 
 _IO_PREFIX = "io_"
 _HELPER_PREFIX = "prompt_agent_"
@@ -69,15 +74,20 @@ class ToolCallPolicy:
 
     default: dict[str, Any] = field(default_factory=lambda: dict(RUN_SYNC))
     rules: tuple[tuple[str, dict[str, Any]], ...] = ()
+    external: frozenset[str] = frozenset()
 
     @classmethod
-    def from_config(cls, cfg: ToolCallPolicyConfig | None) -> ToolCallPolicy:
-        """Compile an agent's ``toolCallPolicyConfig``; ``None`` gives the all-``runSync`` policy."""
+    def from_config(cls, cfg: ToolCallPolicyConfig | None, external: frozenset[str] = frozenset()) -> ToolCallPolicy:
+        """Compile an agent's ``toolCallPolicyConfig``; ``None`` gives the all-``runSync`` policy.
+
+        ``external`` are the names of the agent's ``externalTools``: deferred unless a rule names them.
+        """
         if cfg is None:
-            return cls()
+            return cls(external=external)
         return cls(
             default=_as_json(cfg.default),
             rules=tuple((rule.tool, _as_json(rule.disposition)) for rule in cfg.rules),
+            external=external,
         )
 
     def disposition_for(self, tool_name: str, original_name: str | None = None) -> dict[str, Any]:
@@ -93,6 +103,8 @@ class ToolCallPolicy:
         for rule_tool, disposition in self.rules:
             if rule_tool in names:
                 return copy.deepcopy(disposition)
+        if names & self.external and flatten_disposition(self.default).get("tag") != "defer":
+            return {"tag": "defer", "reason": EXTERNAL_REASON}
         return copy.deepcopy(self.default)
 
     def decide(self, tool_name: str, original_name: str | None = None) -> dict[str, Any]:
@@ -103,5 +115,7 @@ class ToolCallPolicy:
     @property
     def is_trivial(self) -> bool:
         """Whether every call is ``runSync`` whatever its name (nothing to defer or background)."""
+        if self.external:
+            return False
         dispositions = [self.default, *(d for _, d in self.rules)]
         return all(flatten_disposition(d).get("tag") == "runSync" for d in dispositions)

@@ -1,7 +1,7 @@
 """The tools of one agent (docs/tools.md §2, §3.1, §7; docs/decisions.md §4).
 
 :func:`build_toolset` turns a loaded agent into a :class:`ToolSet`: the bash tools of its
-``toolDirectory`` and ``bashToolboxes``, the tools of its built-in toolboxes and of its MCP
+``toolDirectory`` and ``bashToolboxes``, the tools of its built-in toolboxes, its ``externalTools`` and its MCP
 servers, with LLM-valid, unique wire names. Toolbox kinds this
 server does not know make the build fail with one line per offending entry, so an agent
 never runs with a silently smaller tool list.
@@ -53,6 +53,7 @@ from .bash.protocol import DescribeError
 from .bash.tool import BashTool
 from .bound import ArgBinding, BindReport, BoundTool, bind_tools
 from .builtin import build_builtin_tools
+from .external import external_tools
 from .mcp.client import McpStartError
 from .mcp.config import McpConfigError, parse_server
 from .mcp.toolbox import McpToolbox
@@ -280,8 +281,9 @@ def build_toolset(
     (``FileSystemDirectory`` honouring ``BasenameFilter``, see ``list_tool_files``, or
     ``SingleTool``), then the ``builtinToolboxes`` (``tools_app.builtin``), then the OpenAPI and
     PostgREST toolboxes (their documents fetched now, ``tools_app.openapi``), then the skills of
-    ``skillSources`` (repositories cloned now, ``tools_app.skills``), then the meta tools of the
-    on-demand tool groups (``tools_app.activation``). Paths go through
+    ``skillSources`` (repositories cloned now, ``tools_app.skills``), then the ``externalTools``
+    (``tools_app.external``, named as declared), then the meta tools of the on-demand tool groups
+    (``tools_app.activation``). Paths go through
     ``agent.resolve`` (relative to the agent file's directory). Bash tools get the wire name
     ``bash_<slug>``; every name is normalized if an LLM API would reject it.
     Then each ``mcpServers`` entry: its server is started (once per agent and process) and its
@@ -364,7 +366,9 @@ def build_toolset(
 
     gated = [tool.gate for tool in [*unique, *builtin, *http]] + [box.gate for box in live]
     groups = [gate.removeprefix("group:") for gate in gated if gate and gate.startswith("group:")]
-    tools: list[Tool] = [*unique, *builtin, *http, *skill_tools(skills), *meta_tools(groups)]
+    tools: list[Tool] = [
+        *unique, *builtin, *http, *skill_tools(skills), *external_tools(spec.externalTools), *meta_tools(groups)
+    ]
     names = ToolNameMap.build(tool.original_name for tool in tools)
     for tool in tools:
         wire = names.normalized(tool.original_name)

@@ -11,6 +11,8 @@ Endpoints
 - ``POST /v1/chat/completions`` (``/chat/completions`` too): answer from the script.
 - ``GET /v1/models``: the model names the script mentions, plus ``mock-model``.
 - ``GET /_mock/requests``: a JSON list of every chat-completions request body received so far.
+- ``GET /_mock/cancelled``: the numbers (from 1) of the requests whose client hung up during
+  their ``delay`` (a cancelled request is not answered).
 - ``POST /_mock/reset``: forget the recorded requests and the ``times`` counters.
 
 Script format

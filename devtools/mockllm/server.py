@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import select
+import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,6 +46,7 @@ class MockLlmServer:
         self._requests: list[dict[str, Any]] = []
         self._request_headers: list[dict[str, str]] = []
         self._uses: dict[int, int] = {}
+        self._cancelled: list[int] = []
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -93,6 +97,12 @@ class MockLlmServer:
             return list(self._requests)
 
     @property
+    def cancelled(self) -> list[int]:
+        """The requests (numbered from 1, as received) whose client hung up during their ``delay``."""
+        with self._lock:
+            return list(self._cancelled)
+
+    @property
     def request_headers(self) -> list[dict[str, str]]:
         """A copy of the recorded request headers (lower-cased names), parallel to :attr:`requests`."""
         with self._lock:
@@ -104,6 +114,7 @@ class MockLlmServer:
             self._requests.clear()
             self._request_headers.clear()
             self._uses.clear()
+            self._cancelled.clear()
 
     # -- answering ------------------------------------------------------------------------------
 
@@ -181,6 +192,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"object": "list", "data": data})
         elif route == "/_mock/requests":
             self._send_json(200, mock.requests)
+        elif route == "/_mock/cancelled":
+            self._send_json(200, mock.cancelled)
         else:
             self._send_json(404, error_body(404, f"no route GET {route}"))
 
@@ -211,10 +224,8 @@ class _Handler(BaseHTTPRequestHandler):
                 f"mock-llm: request {len(mock.requests)} answered by "
                 f"{'no rule' if number is None else f'rule {number}'}\n"
             )
-        if reply.get("delay"):
-            # Waiting on the stop event (not time.sleep) lets stop() end a long delay at once.
-            if mock._stopping.wait(float(reply["delay"])):
-                return
+        if reply.get("delay") and not self._wait_delay(float(reply["delay"])):
+            return
         streaming = body.get("stream") is True
         try:
             if "status" in reply:
@@ -233,6 +244,29 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             # The client gave up (its timeout); there is no one left to answer.
             pass
+
+    def _wait_delay(self, seconds: float) -> bool:
+        """Wait out a scripted ``delay``; ``False`` when the server stops or the client hangs up
+        first (recorded in :attr:`MockLlmServer.cancelled`), and nobody is left to answer."""
+        mock = self.server.mock
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            # Waiting on the stop event (not time.sleep) lets stop() end a long delay at once.
+            if mock._stopping.wait(min(left, 0.05)):
+                return False
+            if self._client_hung_up():
+                with mock._lock:
+                    mock._cancelled.append(len(mock._requests))
+                return False
+        return True
+
+    def _client_hung_up(self) -> bool:
+        """Whether the client closed its connection: readable with nothing left to read."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _malformed(self, streaming: bool) -> None:
         if streaming:

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 #: Seconds between SIGTERM and SIGKILL to the process group (as agents-exe waits).
 KILL_GRACE = 0.1
@@ -40,6 +41,16 @@ _READ_BYTES = 65536
 _STDERR_KEEP = 64 * 1024
 #: How often (seconds) the wait loop checks for process exit, deadline and cancellation.
 _POLL_INTERVAL = 0.05
+
+
+class OutputWatcher(Protocol):
+    """Told what a process prints while it runs (the bash tools' progress lines)."""
+
+    def feed(self, stream: str, data: bytes) -> None:
+        """``data`` was read from ``stream`` (``stdout`` or ``stderr``)."""
+
+    def tick(self) -> None:
+        """Called at every turn of the wait loop (at least every 50 ms), output or not."""
 
 
 @dataclass
@@ -117,6 +128,7 @@ def run_process(
     timeout: float | None,
     max_stdout: int,
     cancel: threading.Event | None = None,
+    watcher: OutputWatcher | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` in a new session (own process group) and collect stdout and stderr.
 
@@ -132,6 +144,7 @@ def run_process(
         timeout: seconds before the whole group is killed; ``None`` for no limit.
         max_stdout: bytes of stdout kept; the rest is read and counted, not kept.
         cancel: when set, the group is killed as on timeout.
+        watcher: told each piece of output as it is read, in this thread.
     Returns:
         a :class:`ProcessOutcome`; never raises for the child's behaviour.
     Raises:
@@ -191,10 +204,14 @@ def run_process(
                     room = max_stdout - len(stdout)
                     if room > 0:
                         stdout.extend(data[:room])
+                    if watcher is not None:
+                        watcher.feed("stdout", data)
                 else:
                     stderr.extend(data)
                     if len(stderr) > _STDERR_KEEP:
                         del stderr[: len(stderr) - _STDERR_KEEP]
+                    if watcher is not None:
+                        watcher.feed("stderr", data)
 
         exited_at: float | None = None
         idle_delay = 0.0005
@@ -214,6 +231,8 @@ def run_process(
                 if deadline is not None and now >= deadline:
                     timed_out = True
                     break
+            if watcher is not None:
+                watcher.tick()
             wait = _POLL_INTERVAL
             if deadline is not None and exited_at is None:
                 wait = max(0.0, min(wait, deadline - now))

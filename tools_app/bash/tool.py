@@ -6,6 +6,8 @@ command line (:mod:`.protocol`), runs it (:mod:`.process`) and turns the outcome
 * On a non-zero exit the LLM gets ``Error: tool <name> exited with code <n>: <stderr tail>``
   (the last ~2000 characters of stderr; stdout's tail instead, labelled, when stderr is empty).
   stderr never appears in a successful result.
+* While it runs, its newest output line per stream is reported to ``ctx.output`` at most twice a
+  second (:mod:`.progress`).
 * stdout is the result: text, or a media result when ``describe`` gives ``output-media-type``.
   Only the first ``ctx.output_max_bytes`` bytes are kept while reading; the result then says how
   many there were (``ToolResult.full_bytes``) and ``Tool.call`` cuts it with a note, or drops
@@ -23,6 +25,7 @@ from typing import Any
 from ..base import Tool, ToolContext, ToolResult, VisibleParams
 from ..names import normalize_tool_name
 from .process import ProcessOutcome, format_seconds, run_process, tail_text
+from .progress import LineProgress
 from .protocol import ArgumentError, ScriptArg, ScriptInfo, build_invocation, tool_environment
 
 
@@ -125,6 +128,7 @@ class BashTool(Tool):
                 timeout=ctx.timeout,
                 max_stdout=ctx.output_max_bytes,
                 cancel=ctx.cancel,
+                watcher=LineProgress(ctx.output) if ctx.output is not None else None,
             )
         except (OSError, ValueError) as exc:
             return ToolResult.error(f"Error: tool {self.name} could not be started: {exc}")
