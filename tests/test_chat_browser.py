@@ -1,0 +1,225 @@
+"""A person in a real browser on the chat page at ``/`` (issue 18; README, "The chat page").
+
+Headless Debian chromium, driven by Playwright as in tests/test_admin_browser.py, talks to a real
+``agents serve`` with the demo agents and the scripted model. The page is a client of the public
+API only, so every check of what the page did is made against the API or the model's request log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+from devtools.mockllm import MockLlmServer
+from tests.demo import demo_agents, demo_script
+from tests.harness import Server
+from tests.owners import TOKENS, owner, write_tokens
+from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
+
+
+@contextmanager
+def browser_page(url: str, *, width: int = 1200) -> Iterator[Page]:
+    """A page of headless chromium opened on ``url``, with a record of every request it made."""
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.set_default_timeout(30_000)
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.requested = requested  # type: ignore[attr-defined]
+        page.goto(url)
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def send(page: Page, text: str) -> None:
+    """Type a message and press Enter, as a person does."""
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+def session_rows(db: str) -> int:
+    """How many sessions the server's database holds."""
+    with sqlite3.connect(db) as connection:
+        return connection.execute("SELECT count(*) FROM sessions_app_session").fetchone()[0]
+
+
+def test_a_person_asks_the_weather_agent_and_answers_its_pending_call_in_the_page(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url))
+    with browser_page(f"{server.url}/") as page:
+        expect(page.locator("#connection")).to_have_text("live")
+        page.click("button[data-agent=weather]")
+        expect(page.locator("#session-title")).to_contain_text("weather")
+        send(page, "Weather in Paris?")
+
+        # the deferred call arrives live, with a form to answer it
+        form = page.locator("form.pending-call")
+        expect(form).to_have_count(1)
+        expect(form).to_contain_text("get_weather")
+        expect(form).to_contain_text('"city": "Paris"')
+        expect(page.locator("#session-status")).to_have_text("waiting_external")
+        [listed] = server.client.get("/v1/sessions").json()["sessions"]
+        expect(page.locator(f"button[data-session='{listed['session_id']}']")).to_contain_text("waiting_external")
+
+        form.locator("textarea[name=result]").fill("sunny")
+        form.locator("button[type=submit]").click()
+
+        # the final answer appears without a reload, and the form is gone
+        expect(page.locator(".turn.assistant").last).to_contain_text("The weather in Paris: sunny.")
+        expect(page.locator("form.pending-call")).to_have_count(0)
+        expect(page.locator("#session-status")).to_have_text("idle")
+        done = server.client.get(f"/v1/sessions/{listed['session_id']}").json()
+        assert done["status"] == "idle"
+        assert done["session"]["turns"][0]["contents"]["llmResponse"]["responseText"] == "The weather in Paris: sunny."
+        # every request of the page went to the server itself
+        assert page.requested, "the page made no request"  # type: ignore[attr-defined]
+        assert all(url.startswith(server.url) for url in page.requested)  # type: ignore[attr-defined]
+
+
+def test_an_attached_png_reaches_the_model_and_an_attachment_over_20_mib_is_refused_twice(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url))
+    png = tiny_png()
+    with browser_page(f"{server.url}/") as page:
+        page.click("button[data-agent=weather]")
+        page.set_input_files("#file", files=[{"name": "dot.png", "mimeType": "image/png", "buffer": png}])
+        expect(page.locator("#attachments li")).to_contain_text("dot.png")
+        send(page, "Weather where this was taken?")
+        expect(page.locator("form.pending-call")).to_have_count(1)
+        # the picture is shown inline in the person's turn
+        expect(page.locator(".turn.user img[alt='dot.png']")).to_have_count(1)
+        expect(page.locator("#attachments li")).to_have_count(0)
+        [first] = llm.requests
+        [user] = [message for message in first["messages"] if message["role"] == "user"]
+        assert {"type": "text", "text": "Weather where this was taken?"} in user["content"]
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+        assert image in user["content"]
+
+        # over the limit: refused in the page, before anything is sent
+        [listed] = server.client.get("/v1/sessions").json()["sessions"]
+        before = server.client.get(f"/v1/sessions/{listed['session_id']}").json()
+        big = b"a" * 21_000_000
+        page.set_input_files("#file", files=[{"name": "big.txt", "mimeType": "text/plain", "buffer": big}])
+        expect(page.locator("#composer-error")).to_contain_text("big.txt is 20.03 MiB, over the 20 MiB limit")
+        expect(page.locator("#attachments li")).to_have_count(0)
+        send(page, "and this?")
+        expect(page.locator(".queued-message")).to_contain_text("and this?")
+    # the page sent the message without the refused file
+    [queued] = server.client.get(f"/v1/sessions/{listed['session_id']}/mail?unread=true").json()["mail"]
+    assert queued["body"]["query"] == "and this?"
+
+    # sent anyway, the server refuses it too, and stores nothing
+    media = [{"mime": "text/plain", "base64": base64.b64encode(big).decode(), "filename": "big.txt"}]
+    refused = server.client.post(
+        f"/v1/sessions/{listed['session_id']}/messages", content=json.dumps({"prompt": "read this", "media": media})
+    )
+    assert refused.status_code == 413, refused.text
+    assert refused.json() == {
+        "error": "payload_too_large",
+        "message": "attachment 'big.txt' is 21000000 bytes, over the limit of 20971520 bytes",
+    }
+    after = server.client.get(f"/v1/sessions/{listed['session_id']}").json()
+    assert after["session"]["turns"] == before["session"]["turns"]
+    assert len(server.client.get(f"/v1/sessions/{listed['session_id']}/mail").json()["mail"]) == 1
+    created = server.client.post("/v1/sessions", content=json.dumps({"agent": "weather", "media": media}))
+    assert created.status_code == 413 and created.json()["error"] == "payload_too_large"
+    assert session_rows(server.db) == 1
+
+
+def test_with_auth_tokens_the_page_asks_for_a_token_and_shows_only_its_owners_sessions(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url), extra_args=["--auth-tokens", str(write_tokens(tmp_path))])
+    ids = {}
+    for name, who in (("alice-1", "alice"), ("alice-2", "alice"), ("bob-1", "bob")):
+        body = json.dumps({"agent": "weather", "prompt": f"hello from {name}", "run": "none"})
+        ids[name] = server.client.post("/v1/sessions", headers=owner(who), content=body).json()["session_id"]
+
+    with browser_page(f"{server.url}/") as page:
+        expect(page.locator("#token-prompt")).to_be_visible()
+        expect(page.locator("#app")).to_be_hidden()
+        expect(page.locator("button[data-session]")).to_have_count(0)
+        page.wait_for_timeout(500)
+        assert not [url for url in page.requested if "/v1/" in url]  # type: ignore[attr-defined]
+
+        page.fill("#token-input", "not-a-token")
+        page.press("#token-input", "Enter")
+        expect(page.locator("#token-error")).to_contain_text("refused")
+        expect(page.locator("#app")).to_be_hidden()
+
+        page.fill("#token-input", TOKENS["alice"])
+        page.press("#token-input", "Enter")
+        expect(page.locator("#app")).to_be_visible()
+        expect(page.locator("button[data-session]")).to_have_count(2)
+        for name in ("alice-1", "alice-2"):
+            expect(page.locator(f"button[data-session='{ids[name]}']")).to_be_visible()
+        expect(page.locator(f"button[data-session='{ids['bob-1']}']")).to_have_count(0)
+        expect(page.locator("#connection")).to_have_text("live")
+        # the token stays in this tab's session storage only
+        assert page.evaluate("sessionStorage.getItem('agents-server-token')") == TOKENS["alice"]
+        assert page.evaluate("localStorage.length") == 0
+        page.reload()
+        expect(page.locator("button[data-session]")).to_have_count(2)
+
+        # a session bob starts now never reaches alice's page; one of hers appears live
+        empty = json.dumps({"agent": "weather", "run": "none"})
+        server.client.post("/v1/sessions", headers=owner("bob"), content=empty)
+        mine = server.client.post("/v1/sessions", headers=owner("alice"), content=empty)
+        expect(page.locator(f"button[data-session='{mine.json()['session_id']}']")).to_be_visible()
+        expect(page.locator("button[data-session]")).to_have_count(3)
+
+        page.click("#forget-token")
+        expect(page.locator("#token-prompt")).to_be_visible()
+        assert page.evaluate("sessionStorage.getItem('agents-server-token')") is None
+
+
+def test_no_ui_and_a_non_loopback_bind_without_auth_turn_the_page_off(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    agents = demo_agents(tmp_path, llm.url)
+    served = start_server(agents)
+    page = served.client.get("/")
+    assert page.status_code == 200 and "chat-config" in page.text
+    assert served.client.get("/static/chat/chat.js").status_code == 200
+    assert served.client.post("/").json()["error"] == "method_not_allowed"
+    served.stop()
+    for server in (
+        start_server(agents, extra_args=["--no-ui"]),
+        start_server(agents, env={"AGENTS_NO_UI": "true"}),
+        start_server(agents, extra_args=["--bind", "0.0.0.0"]),
+    ):
+        answer = server.client.get("/")
+        assert answer.status_code == 404
+        assert answer.json() == {"error": "not_found", "message": "no route for /"}
+        # the API is there all the same
+        assert server.client.get("/v1/agents").status_code == 200
+        server.stop()
