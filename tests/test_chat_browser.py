@@ -20,7 +20,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
 from tests.demo import demo_agents, demo_script
-from tests.harness import Server
+from tests.harness import Server, write_agent, write_tool
 from tests.owners import TOKENS, owner, write_tokens
 from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
 
@@ -223,3 +223,122 @@ def test_no_ui_and_a_non_loopback_bind_without_auth_turn_the_page_off(
         # the API is there all the same
         assert server.client.get("/v1/agents").status_code == 200
         server.stop()
+
+
+SLOWPOKE_RULES = [
+    {
+        "when": {"any_contains": "You are slowpoke", "last_contains": "stop now"},
+        "reply": {"content": "Stopped as asked."},
+    },
+    {
+        "when": {"any_contains": "You are slowpoke", "last_contains": "slow result"},
+        "reply": {"content": "The slow work finished late."},
+    },
+    {
+        "when": {"any_contains": "You are slowpoke", "last_role": "user"},
+        "reply": {"tool_calls": [{"name": "bash_slow", "arguments": {}}]},
+    },
+]
+
+
+def test_the_shell_agent_shows_its_calls_and_question_and_an_interrupt_folds_queued_messages(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    script = demo_script()
+    llm = llm_server({"rules": SLOWPOKE_RULES + script["rules"]})
+    release = tmp_path / "release"
+    write_tool(
+        tmp_path / "tools",
+        "slow",
+        {"slug": "slow", "description": "works slowly", "args": []},
+        f"while [ ! -e {release} ]; do sleep 0.1; done; echo slow result",
+    )
+    slowpoke = write_agent(
+        tmp_path, "slowpoke", llm.url, toolDirectory="tools", executionMode="asynchronous",
+        toolCallPolicyConfig={"default": {"tag": "runSync"}, "rules": []},
+    )
+    server = start_server([*demo_agents(tmp_path, llm.url), slowpoke])
+    with browser_page(f"{server.url}/") as page:
+        page.click("button[data-agent=shell-helper]")
+        send(page, "Count these for me")
+
+        # both bash calls with their outputs, folded, and the deferred question with its form
+        calls = page.locator(".tool[data-tool='bash_word-count']")
+        expect(calls).to_have_count(2)
+        expect(calls.nth(0)).to_contain_text("the quick brown fox")
+        expect(calls.nth(0).locator("pre.result")).to_have_text("4\n")
+        expect(calls.nth(1)).to_contain_text("jumps over the lazy dog today")
+        expect(calls.nth(1).locator("pre.result")).to_have_text("6\n")
+        assert calls.nth(0).get_attribute("open") is None
+        expect(calls.nth(0).locator("pre.result")).to_be_hidden()
+        calls.nth(0).locator("summary").click()
+        expect(calls.nth(0).locator("pre.result")).to_be_visible()
+        form = page.locator("form.pending-call")
+        expect(form).to_contain_text("bash_ask_human")
+        expect(form).to_contain_text("May I give my final answer?")
+        form.locator("textarea[name=result]").fill("yes")
+        form.locator("button[type=submit]").click()
+        expect(page.locator(".turn.assistant").last).to_contain_text("All done. The human said: yes")
+        expect(page.locator(".tool[data-tool='bash_word-count']")).to_have_count(2)
+
+        # a slow tool runs; a message sent meanwhile is queued, and shown queued
+        page.click("button[data-agent=slowpoke]")
+        send(page, "start the slow work")
+        expect(page.locator(".running-tool")).to_contain_text("bash_slow")
+        send(page, "first extra note")
+        expect(page.locator(".queued-message")).to_contain_text("first extra note")
+        expect(page.locator(".queued-message")).to_have_count(1)
+
+        # an interrupt detaches the tool: both messages are folded into the conversation
+        page.fill("#prompt", "stop now please")
+        page.click("#interrupt")
+        expect(page.locator(".turn.assistant").last).to_contain_text("Stopped as asked.")
+        expect(page.locator(".queued-message")).to_have_count(0)
+        expect(page.locator(".turn.user").last).to_contain_text("stop now please")
+        expect(page.locator(".turn.user", has_text="first extra note")).to_have_count(1)
+
+        # the detached call's late result comes back on its own
+        release.touch()
+        expect(page.locator(".turn.assistant").last).to_contain_text("The slow work finished late.")
+        expect(page.locator("#session-status")).to_have_text("idle")
+        expect(page.locator(".running-tool")).to_have_count(0)
+
+
+def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed_once(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    agents = demo_agents(tmp_path, llm.url)
+    first = start_server(agents)
+    with browser_page(f"{first.url}/") as page:
+        replays: list[str] = []
+        page.on(
+            "response",
+            lambda response: "/v1/events" in response.url and replays.append(response.headers.get("agents-replay", "")),
+        )
+        expect(page.locator("#connection")).to_have_text("live")
+        page.click("button[data-agent=weather]")
+        send(page, "Weather in Paris?")
+        form = page.locator("form.pending-call")
+        expect(form).to_have_count(1)
+        token = form.get_attribute("data-token")
+        sid = first.client.get("/v1/sessions").json()["sessions"][0]["session_id"]
+
+        # the server goes away; while the page cannot reach it, a new one answers the call
+        page.route("**/v1/events**", lambda route: route.abort())
+        first.stop()
+        expect(page.locator("#connection")).to_have_text("reconnecting")
+        second = start_server(agents, db=first.db, port=first.port)
+        done = second.client.post(f"/v1/continuations/{token}?wait=true", content=json.dumps({"result": "rainy"}))
+        assert done.json()["status"] == "idle"
+        page.unroute("**/v1/events**")
+
+        # the page comes back, replays what it missed, and shows it once
+        expect(page.locator("#connection")).to_have_text("reconnected", timeout=60_000)
+        expect(page.locator(".turn.assistant").last).to_contain_text("The weather in Paris: rainy.")
+        expect(page.locator("form.pending-call")).to_have_count(0)
+        expect(page.locator(f"button[data-session='{sid}']")).to_contain_text("idle")
+        turns = second.client.get(f"/v1/sessions/{sid}").json()["session"]["turns"]
+        expect(page.locator("article.turn")).to_have_count(len(turns))
+        expect(page.locator(".turn.assistant", has_text="The weather in Paris: rainy.")).to_have_count(1)
+        assert replays[0] == "live" and "replayed" in replays[1:], replays

@@ -226,6 +226,24 @@
     return nodes;
   }
 
+  // What the person (or other mail) said in a user turn: folded mail one message at a time, so
+  // messages queued while the session was busy read as they were sent.
+  function userNodes(contents) {
+    const mail = contents.userMail || [];
+    if (!mail.length) return queryNodes(contents.userQuery);
+    return mail.flatMap((envelope) => {
+      const body = envelope.body || {};
+      if (body.tag === "userMessage") {
+        const marker = envelope.priority === "interrupt" ? "sent as an interrupt" : "sent while busy";
+        return [el("div", { class: "mail", "data-mail": envelope.id }, el("span", { class: "label", text: marker }),
+          queryNodes(body.query))];
+      }
+      const sender = (envelope.from || {}).tag || "mail";
+      return [el("details", { class: "mail other" }, el("summary", { text: `${body.tag || "mail"} from ${sender}` }),
+        el("pre", { text: JSON.stringify(body, null, 2) }))];
+    });
+  }
+
   function turnNode(turn, atTurn) {
     const contents = turn.contents || {};
     const fork = el("button", {
@@ -246,21 +264,16 @@
       }
       return node;
     }
-    if (turn.tag === "PartialUserTurn") {
-      const tracked = contents.trackedCalls || [];
-      return el("article", { class: "turn tools", "data-turn": atTurn },
-        el("header", {}, el("span", { class: "who", text: "tools" }), fork),
-        tracked.map((tc) => toolNode(tc.tcCall || {}, tc.tcState || "", tc.tcResult)),
-        queryNodes(contents.userQuery));
-    }
-    if (turn.tag === "UserTurn") {
-      const query = queryNodes(contents.userQuery);
-      const responses = contents.userToolResponses || [];
-      const node = el("article", { class: `turn ${query.length ? "user" : "tools"}`, "data-turn": atTurn },
-        el("header", {}, el("span", { class: "who", text: query.length ? "you" : "tools" }), fork));
-      node.append(...responses.map(([call, result]) => toolNode(call || {}, "Completed", result)));
-      node.append(...query);
-      return node;
+    if (turn.tag === "PartialUserTurn" || turn.tag === "UserTurn") {
+      const tools = turn.tag === "UserTurn"
+        ? (contents.userToolResponses || []).map(([call, result]) => toolNode(call || {}, "Completed", result))
+        : (contents.trackedCalls || []).map((tc) =>
+          toolNode(tc.tcCall || {}, (tc.tcState || "") + (tc.tcDetached ? " (detached)" : ""), tc.tcResult));
+      const said = userNodes(contents);
+      const person = said.some((node) => !node.classList.contains("other"));
+      return el("article", { class: `turn ${person ? "user" : "tools"}`, "data-turn": atTurn },
+        el("header", {}, el("span", { class: "who", text: person ? "you" : "tools" }), fork),
+        tools, said);
     }
     return el("article", { class: "turn other", "data-turn": atTurn },
       el("header", {}, el("span", { class: "who", text: turn.tag || "turn" }), fork),
