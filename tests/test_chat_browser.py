@@ -342,3 +342,47 @@ def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed_once(
         expect(page.locator("article.turn")).to_have_count(len(turns))
         expect(page.locator(".turn.assistant", has_text="The weather in Paris: rainy.")).to_have_count(1)
         assert replays[0] == "live" and "replayed" in replays[1:], replays
+
+
+def test_controls_fork_keyboard_and_a_phone_sized_screen(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url))
+    with browser_page(f"{server.url}/", width=390) as page:
+        # on a phone the lists fold into a menu
+        expect(page.locator("#sidebar")).to_be_hidden()
+        page.click("#menu-toggle")
+        expect(page.locator("#sidebar")).to_be_visible()
+        page.click("button[data-agent=weather]")
+        expect(page.locator("#sidebar")).to_be_hidden()
+        expect(page.locator("#prompt")).to_be_visible()
+
+        # Shift+Enter starts a new line, Enter sends
+        page.click("#prompt")
+        page.keyboard.type("Weather in Paris?")
+        page.keyboard.press("Shift+Enter")
+        page.keyboard.type("Thanks.")
+        page.keyboard.press("Enter")
+        expect(page.locator("form.pending-call")).to_have_count(1)
+        expect(page.locator(".turn.user .text")).to_have_text("Weather in Paris?\nThanks.")
+        sid = server.client.get("/v1/sessions").json()["sessions"][0]["session_id"]
+
+        # pause, resume and cancel go through the API; a refusal is shown with its code
+        page.click("#btn-pause")
+        expect(page.locator("#session-status")).to_have_text("paused")
+        assert server.client.get(f"/v1/sessions/{sid}").json()["status"] == "paused"
+        page.click("#btn-resume")
+        expect(page.locator("#session-status")).to_have_text("waiting_external")
+        page.click("#btn-cancel")
+        expect(page.locator("#notice")).to_contain_text("no_active_run")
+
+        # fork at the first turn: a new session with that turn only, opened at once
+        page.locator("article.turn[data-turn='2'] button.fork").click()
+        expect(page.locator("article.turn")).to_have_count(1)
+        sessions = server.client.get("/v1/sessions").json()["sessions"]
+        assert len(sessions) == 2
+        [fork] = [meta for meta in sessions if meta["session_id"] != sid]
+        expect(page.locator("#session-title")).to_contain_text(fork["session_id"][:8])
+        forked = server.client.get(f"/v1/sessions/{fork['session_id']}").json()
+        assert forked["session"]["forkedFromSessionId"] == sid and len(forked["session"]["turns"]) == 1

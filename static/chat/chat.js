@@ -428,6 +428,8 @@
 
   async function openSession(id) {
     if (state.sessionId !== id) {
+      state.view = null;
+      state.queued = [];
       state.tools.clear();
       state.streamed = "";
     }
@@ -466,7 +468,8 @@
 
   function applyView(view) {
     if (!view || view.session_id !== state.sessionId) return;
-    if (state.view && view.version < state.view.version) return;
+    // a late answer must not undo a newer one
+    if (state.view && state.view.session_id === view.session_id && view.version < state.view.version) return;
     state.view = view;
     state.agent = view.agent;
     if (view.status !== "running") {
