@@ -111,7 +111,7 @@ class MediaSerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Refuse an attachment over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded (README, "The chat page").
+        """Refuse an attachment over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded (docs/api.md §1.1).
 
         Raises:
             AttachmentTooLarge: 413 ``payload_too_large``, naming the file and both sizes.

@@ -171,7 +171,7 @@ AGENTS = {
     "OWNER_API_KEYS": [e for e in env("AGENTS_OWNER_API_KEYS", default="").split(os.pathsep) if e.strip()],
     # The address `agents serve` listens on (--bind): the chat page is served on a loopback one.
     "BIND": env.str("AGENTS_BIND", default="127.0.0.1"),
-    # --no-ui: no chat page at / (README, "The chat page").
+    # --no-ui: no chat page at / (README, "The chat page and the Unix socket").
     "NO_UI": env.bool("AGENTS_NO_UI", default=False),
     # Bytes one attachment (a media item) may hold once decoded; larger ones answer 413.
     "MAX_ATTACHMENT_BYTES": env.int("AGENTS_MAX_ATTACHMENT_BYTES", default=20 * 1024 * 1024),

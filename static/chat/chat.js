@@ -1,4 +1,4 @@
-// The chat page (README, "The chat page"): a client of the public API, nothing more.
+// The chat page (README, "The chat page and the Unix socket"): a client of the public API, nothing more.
 // Reads /v1/agents and /v1/sessions, follows /v1/events with EventSource (which resumes with
 // Last-Event-ID by itself), and posts messages, continuations and controls as any client would.
 "use strict";
