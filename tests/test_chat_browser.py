@@ -24,10 +24,20 @@ from tests.harness import Server, write_agent, write_tool
 from tests.owners import TOKENS, owner, write_tokens
 from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
 
+#: Records, in ``window.streamed``, the text of the streaming answer each time the page draws it.
+STREAM_RECORDER = """
+window.streamed = [];
+new MutationObserver(() => {
+  const node = document.querySelector(".streaming");
+  if (node) window.streamed.push(node.textContent);
+}).observe(document, {childList: true, subtree: true});
+"""
+
 
 @contextmanager
-def browser_page(url: str, *, width: int = 1200) -> Iterator[Page]:
-    """A page of headless chromium opened on ``url``, with a record of every request it made."""
+def browser_page(url: str, *, width: int = 1200, init_script: str | None = None) -> Iterator[Page]:
+    """A page of headless chromium opened on ``url``, with a record of every request it made
+    (``page.requested``); ``init_script`` runs before the page's own."""
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -35,6 +45,8 @@ def browser_page(url: str, *, width: int = 1200) -> Iterator[Page]:
         page.set_default_timeout(30_000)
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
+        if init_script:
+            page.add_init_script(init_script)
         page.requested = requested  # type: ignore[attr-defined]
         page.goto(url)
         try:
@@ -280,6 +292,9 @@ def test_the_shell_agent_shows_its_calls_and_question_and_an_interrupt_folds_que
         form.locator("button[type=submit]").click()
         expect(page.locator(".turn.assistant").last).to_contain_text("All done. The human said: yes")
         expect(page.locator(".tool[data-tool='bash_word-count']")).to_have_count(2)
+        # the session was drawn again meanwhile; the call the person unfolded is still unfolded
+        expect(calls.nth(0).locator("pre.result")).to_be_visible()
+        expect(calls.nth(1).locator("pre.result")).to_be_hidden()
 
         # a slow tool runs; a message sent meanwhile is queued, and shown queued
         page.click("button[data-agent=slowpoke]")
@@ -386,3 +401,24 @@ def test_controls_fork_keyboard_and_a_phone_sized_screen(
         expect(page.locator("#session-title")).to_contain_text(fork["session_id"][:8])
         forked = server.client.get(f"/v1/sessions/{fork['session_id']}").json()
         assert forked["session"]["forkedFromSessionId"] == sid and len(forked["session"]["turns"]) == 1
+
+
+def test_with_stream_tokens_the_answer_is_drawn_as_it_is_written(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url), extra_args=["--stream-tokens"])
+    with browser_page(f"{server.url}/", init_script=STREAM_RECORDER) as page:
+        page.click("button[data-agent=weather]")
+        send(page, "Weather in Paris?")
+        form = page.locator("form.pending-call")
+        form.locator("textarea[name=result]").fill("sunny")
+        form.locator("button[type=submit]").click()
+        expect(page.locator(".turn.assistant").last).to_contain_text("The weather in Paris: sunny.")
+        # the streamed draft went away when the stored turn arrived
+        expect(page.locator(".streaming")).to_have_count(0)
+        drafts = page.evaluate("window.streamed")
+    # drawn piece by piece: growing prefixes of the answer, the whole answer last
+    assert drafts, "no streamed text was drawn"
+    assert all("The weather in Paris: sunny.".startswith(draft) for draft in drafts), drafts
+    assert drafts[-1] == "The weather in Paris: sunny."

@@ -30,6 +30,7 @@
     reconnects: 0,
     refreshTimer: null,
     listTimer: null,
+    drawnTurns: 0,        // how many turns the open session had when last drawn
   };
 
   class ApiFailure extends Error {
@@ -283,6 +284,8 @@
   function renderSession() {
     const view = state.view;
     const turns = $("turns");
+    const opened = view && view.session_id === turns.dataset.session ? openedFolds(turns) : new Set();
+    turns.dataset.session = view ? view.session_id : "";
     turns.replaceChildren();
     $("controls").hidden = !view;
     if (!view) {
@@ -299,10 +302,31 @@
     const list = (view.session && view.session.turns) || [];
     // turns are stored newest first; a conversation reads oldest first
     for (let i = list.length - 1; i >= 0; i--) turns.append(turnNode(list[i], i));
+    restoreOpened(turns, opened);
     renderQueued();
     renderPending();
     renderLive();
-    turns.lastElementChild && turns.lastElementChild.scrollIntoView({ block: "end" });
+    // follow the conversation as it grows, but leave a reader where they are otherwise
+    if (list.length !== state.drawnTurns) turns.lastElementChild && turns.lastElementChild.scrollIntoView({ block: "end" });
+    state.drawnTurns = list.length;
+  }
+
+  // What the person unfolded stays unfolded when the session is drawn again: folds are keyed
+  // by their turn's position from the oldest (stable as turns are added) and their rank in it.
+  function openedFolds(turns) {
+    const keys = new Set();
+    turns.querySelectorAll("article.turn").forEach((article, position) => {
+      article.querySelectorAll("details").forEach((fold, rank) => fold.open && keys.add(`${position}:${rank}`));
+    });
+    return keys;
+  }
+
+  function restoreOpened(turns, keys) {
+    turns.querySelectorAll("article.turn").forEach((article, position) => {
+      article.querySelectorAll("details").forEach((fold, rank) => {
+        if (keys.has(`${position}:${rank}`)) fold.open = true;
+      });
+    });
   }
 
   function renderQueued() {
