@@ -402,6 +402,21 @@ def test_controls_fork_keyboard_and_a_phone_sized_screen(
         forked = server.client.get(f"/v1/sessions/{fork['session_id']}").json()
         assert forked["session"]["forkedFromSessionId"] == sid and len(forked["session"]["turns"]) == 1
 
+        # back to the first session: a JSON answer is checked in the page, then sent as JSON
+        page.click("#menu-toggle")
+        page.click(f"button[data-session='{sid}']")
+        form = page.locator("form.pending-call")
+        form.locator("select[name=kind]").select_option("json")
+        form.locator("textarea[name=result]").fill("{not json")
+        form.locator("button[type=submit]").click()
+        expect(form.locator(".error")).to_contain_text("Not valid JSON")
+        assert server.client.get(f"/v1/sessions/{sid}").json()["status"] == "waiting_external"
+        form.locator("textarea[name=result]").fill('{"sky": "clear"}')
+        form.locator("button[type=submit]").click()
+        expect(page.locator("#session-status")).to_have_text("idle")
+        tool_message = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][-1]
+        assert json.loads(tool_message["content"]) == {"sky": "clear"}
+
 
 def test_with_stream_tokens_the_answer_is_drawn_as_it_is_written(
     tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
