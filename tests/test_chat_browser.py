@@ -11,6 +11,7 @@ import base64
 import json
 import sqlite3
 import struct
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,16 +21,19 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
 from tests.demo import demo_agents, demo_script
-from tests.harness import Server, write_agent, write_tool
+from tests.harness import ROOT, Server, write_agent, write_tool
 from tests.owners import TOKENS, owner, write_tokens
 from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
 
-#: Records, in ``window.streamed``, the text of the streaming answer each time the page draws it.
-STREAM_RECORDER = """
+#: Records, in ``window.streamed`` and ``window.running``, the text of the streaming answer and
+#: of the running tools each time the page draws them.
+DRAW_RECORDER = """
 window.streamed = [];
+window.running = [];
 new MutationObserver(() => {
   const node = document.querySelector(".streaming");
   if (node) window.streamed.push(node.textContent);
+  document.querySelectorAll(".running-tool").forEach((tool) => window.running.push(tool.textContent));
 }).observe(document, {childList: true, subtree: true});
 """
 
@@ -423,7 +427,7 @@ def test_with_stream_tokens_the_answer_is_drawn_as_it_is_written(
 ) -> None:
     llm = llm_server(demo_script())
     server = start_server(demo_agents(tmp_path, llm.url), extra_args=["--stream-tokens"])
-    with browser_page(f"{server.url}/", init_script=STREAM_RECORDER) as page:
+    with browser_page(f"{server.url}/", init_script=DRAW_RECORDER) as page:
         page.click("button[data-agent=weather]")
         send(page, "Weather in Paris?")
         form = page.locator("form.pending-call")
@@ -437,3 +441,41 @@ def test_with_stream_tokens_the_answer_is_drawn_as_it_is_written(
     assert drafts, "no streamed text was drawn"
     assert all("The weather in Paris: sunny.".startswith(draft) for draft in drafts), drafts
     assert drafts[-1] == "The weather in Paris: sunny."
+
+
+def test_a_running_tool_is_shown_with_its_progress_and_a_tool_picture_inline(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(
+        {
+            "rules": [
+                {
+                    "when": {"last_role": "user", "last_contains": "slowly"},
+                    "reply": {"tool_calls": [{"name": "mcp_demo_slow", "arguments": {"steps": 4}}]},
+                },
+                {
+                    "when": {"last_role": "user", "last_contains": "draw"},
+                    "reply": {"tool_calls": [{"name": "mcp_demo_picture", "arguments": {}}]},
+                },
+                {"reply": {"content": "done"}},
+            ]
+        }
+    )
+    demo = {"name": "demo", "executable": sys.executable, "args": [str(ROOT / "tests" / "mcp_demo_server.py")]}
+    agent = write_agent(tmp_path, "demo", llm.url, mcpServers=[{"tag": "McpSimpleBinary", "contents": demo}])
+    server = start_server([agent])
+    with browser_page(f"{server.url}/", init_script=DRAW_RECORDER) as page:
+        page.click("button[data-agent=demo]")
+        send(page, "count slowly")
+        expect(page.locator(".tool[data-tool='mcp_demo_slow'] pre.result")).to_have_text("4 steps done")
+        expect(page.locator(".running-tool")).to_have_count(0)
+        running = page.evaluate("window.running")
+        assert any(text.startswith("running mcp_demo_slow") for text in running), running
+        assert "running mcp_demo_slow 2/4 · step 2 of 4" in running, running
+
+        send(page, "draw something")
+        picture = page.locator(".tool[data-tool='mcp_demo_picture']")
+        expect(picture).to_contain_text("a red dot")
+        picture.locator("summary").click()
+        expect(picture.locator("img")).to_be_visible()
+        assert picture.locator("img").evaluate("img => img.naturalWidth") > 0

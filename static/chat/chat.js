@@ -677,8 +677,9 @@
     }
     if (kind === "tool.progressed") {
       const tool = state.tools.get(data.tool_call_id) || { tool: data.tool };
-      const parts = [data.progress, data.total !== undefined && data.total !== null ? `/ ${data.total}` : "", data.message || ""];
-      tool.progress = parts.filter((part) => part !== undefined && part !== null && part !== "").join(" ");
+      const known = (value) => value !== undefined && value !== null && value !== "";
+      const amount = known(data.progress) ? `${data.progress}${known(data.total) ? `/${data.total}` : ""}` : "";
+      tool.progress = [amount, data.message].filter(known).join(" · ");
       state.tools.set(data.tool_call_id, tool);
       renderLive();
       return;
