@@ -116,8 +116,9 @@ class MediaSerializer(serializers.Serializer):
         Raises:
             AttachmentTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
         """
-        data = attrs["base64"].rstrip("=\n\r ")
-        size = len(data) * 3 // 4
+        data = attrs["base64"]
+        # strict base64 (validate_base64): four characters per three bytes, less the padding
+        size = len(data) // 4 * 3 - (len(data) - len(data.rstrip("=")))
         limit = settings.AGENTS["MAX_ATTACHMENT_BYTES"]
         if size > limit:
             raise AttachmentTooLarge(repr(attrs.get("filename") or attrs["mime"]), size, limit)
