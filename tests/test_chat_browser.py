@@ -25,6 +25,9 @@ from tests.harness import ROOT, Server, write_agent, write_tool
 from tests.owners import TOKENS, owner, write_tokens
 from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
 
+# The machine running the suite is shared: give the page as long to show a thing as any other wait.
+expect.set_options(timeout=30_000)
+
 #: Records, in ``window.streamed`` and ``window.running``, the text of the streaming answer and
 #: of the running tools each time the page draws them.
 DRAW_RECORDER = """
