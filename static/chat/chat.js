@@ -23,8 +23,10 @@
     queued: [],           // its unread userMessage mail
     sessions: new Map(),  // top-level sessions: id -> SessionMetaView
     attachments: [],      // [{mime, base64, filename, size}]
-    tools: new Map(),     // running tools of the open session: tool_call_id -> {tool, progress}
-    streamed: "",         // text.delta pieces of the open session's current step
+    // Kept for every session the events mention, not only the open one: the first events of a
+    // new session can arrive before the answer that tells the page its id.
+    tools: new Map(),     // session id -> running tools: Map(tool_call_id -> {tool, progress})
+    streamed: new Map(),  // session id -> text.delta pieces of its current step
     lastSeq: null,
     events: null,
     reconnects: 0,
@@ -383,12 +385,13 @@
   function renderLive() {
     const box = $("live");
     box.replaceChildren();
-    for (const [id, tool] of state.tools) {
+    for (const [id, tool] of state.tools.get(state.sessionId) || []) {
       box.append(el("div", { class: "running-tool", "data-call": id },
         el("span", { class: "spinner", "aria-hidden": "true" }), "running ", el("code", { text: tool.tool }),
         tool.progress ? ` ${tool.progress}` : ""));
     }
-    if (state.streamed) box.append(el("article", { class: "turn assistant streaming" }, markdown(state.streamed)));
+    const streamed = state.streamed.get(state.sessionId);
+    if (streamed) box.append(el("article", { class: "turn assistant streaming" }, markdown(streamed)));
   }
 
   // ---- sessions list and agents -------------------------------------------------------------
@@ -440,8 +443,6 @@
     state.sessionId = null;
     state.view = null;
     state.queued = [];
-    state.tools.clear();
-    state.streamed = "";
     history.replaceState(null, "", "#");
     closeMenu();
     renderAgents();
@@ -454,8 +455,6 @@
     if (state.sessionId !== id) {
       state.view = null;
       state.queued = [];
-      state.tools.clear();
-      state.streamed = "";
     }
     state.sessionId = id;
     history.replaceState(null, "", `#session=${id}`);
@@ -497,8 +496,8 @@
     state.view = view;
     state.agent = view.agent;
     if (view.status !== "running") {
-      state.tools.clear();
-      state.streamed = "";
+      state.tools.delete(view.session_id);
+      state.streamed.delete(view.session_id);
     }
     const meta = { ...view };
     delete meta.session;
@@ -638,6 +637,27 @@
     }
   }
 
+  // Running tools and streamed text, by session.
+  function trackLive(kind, sid, data) {
+    if (kind === "text.delta") {
+      state.streamed.set(sid, (state.streamed.get(sid) || "") + (data.text || ""));
+      return;
+    }
+    if (!state.tools.has(sid)) state.tools.set(sid, new Map());
+    const tools = state.tools.get(sid);
+    if (kind === "tool.completed" || kind === "tool.failed") {
+      tools.delete(data.tool_call_id);
+      return;
+    }
+    const tool = tools.get(data.tool_call_id) || { tool: data.tool, progress: "" };
+    if (kind === "tool.progressed") {
+      const known = (value) => value !== undefined && value !== null && value !== "";
+      const amount = known(data.progress) ? `${data.progress}${known(data.total) ? `/${data.total}` : ""}` : "";
+      tool.progress = [amount, data.message].filter(known).join(" · ");
+    }
+    tools.set(data.tool_call_id, tool);
+  }
+
   function onEvent(kind, message) {
     let data;
     try {
@@ -664,31 +684,13 @@
       state.sessions.delete(sid);
       renderSessions();
     }
+    if (kind === "text.delta" || kind.startsWith("tool.")) {
+      trackLive(kind, sid, data);
+      if (sid === state.sessionId) renderLive();
+      if (kind === "text.delta" || kind === "tool.started" || kind === "tool.progressed") return;
+    }
+    if (kind === "session.updated" && data.head_turn && data.head_turn.tag === "LlmTurn") state.streamed.delete(sid);
     if (sid !== state.sessionId) return;
-    if (kind === "text.delta") {
-      state.streamed += data.text || "";
-      renderLive();
-      return;
-    }
-    if (kind === "tool.started") {
-      state.tools.set(data.tool_call_id, { tool: data.tool, progress: "" });
-      renderLive();
-      return;
-    }
-    if (kind === "tool.progressed") {
-      const tool = state.tools.get(data.tool_call_id) || { tool: data.tool };
-      const known = (value) => value !== undefined && value !== null && value !== "";
-      const amount = known(data.progress) ? `${data.progress}${known(data.total) ? `/${data.total}` : ""}` : "";
-      tool.progress = [amount, data.message].filter(known).join(" · ");
-      state.tools.set(data.tool_call_id, tool);
-      renderLive();
-      return;
-    }
-    if (kind === "tool.completed" || kind === "tool.failed") {
-      state.tools.delete(data.tool_call_id);
-      renderLive();
-    }
-    if (kind === "session.updated" && data.head_turn && data.head_turn.tag === "LlmTurn") state.streamed = "";
     if (kind === "session.deleted") {
       state.sessionId = null;
       state.view = null;
