@@ -523,6 +523,8 @@
         state.sessionId = created.data.session_id;
         history.replaceState(null, "", `#session=${state.sessionId}`);
         applyView(created.data);
+        // its first events may have come before this answer told the page its id: read it again
+        await refreshSession();
       } else {
         const answer = await api("POST", `/v1/sessions/${state.sessionId}/messages`, { prompt, media, interrupt });
         clearComposer();
