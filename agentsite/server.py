@@ -44,8 +44,14 @@ def clear_socket_path(path: str) -> None:
         try:
             probe.connect(path)
         except (ConnectionRefusedError, FileNotFoundError):
-            os.unlink(path)
+            # nobody answers: the socket of a server that was killed
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
             return
+        except OSError as error:
+            raise SocketPathInUse(f"{path}: {error.strerror}") from None
     raise SocketPathInUse(f"{path}: another server is listening on it")
 
 
