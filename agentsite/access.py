@@ -174,6 +174,16 @@ def authenticate(config: AuthConfig, token: str | None, session_id: str | None) 
     return None
 
 
+def via_unix_socket(request: HttpRequest) -> bool:
+    """Whether the request came through ``--socket`` (docs/api.md §10.7): the socket's file mode is
+    the trust boundary there, so the origin check does not apply (tokens still do).
+
+    daphne gives a connection without a network peer (a Unix socket) no ``server`` address.
+    """
+    scope = getattr(request, "scope", None)
+    return scope is not None and scope.get("server") is None
+
+
 def _add_cors_headers(response: HttpResponse, origin: str) -> None:
     response["Access-Control-Allow-Origin"] = origin
     response["Access-Control-Expose-Headers"] = "Location"
@@ -201,7 +211,7 @@ class CorsMiddleware(HybridMiddleware):
             for name, value in PREFLIGHT_HEADERS.items():
                 response[name] = value
             return response
-        if request.path_info in OPEN_PATHS or config.origin_allowed(origin):
+        if request.path_info in OPEN_PATHS or config.origin_allowed(origin) or via_unix_socket(request):
             return None
         return json_error(ForbiddenOrigin(origin or ""))
 
@@ -214,7 +224,8 @@ class CorsMiddleware(HybridMiddleware):
 
 
 class WebsocketAccess:
-    """ASGI wrapper of the websocket routes: the origin check, as for HTTP (docs/api.md §10.7).
+    """ASGI wrapper of the websocket routes: the origin check, as for HTTP (docs/api.md §10.7), and
+    not on the Unix socket (:func:`via_unix_socket`).
 
     A refused handshake is closed before it is accepted (the client sees HTTP 403). Tokens are
     the consumer's to check (:func:`identify`), once its route is known.
@@ -227,7 +238,7 @@ class WebsocketAccess:
         """Check the handshake's origin, then hand it to the routed consumer."""
         if scope["type"] == "websocket":
             headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-            if not auth_config().origin_allowed(headers.get("origin")):
+            if scope.get("server") is not None and not auth_config().origin_allowed(headers.get("origin")):
                 message = await receive()
                 if message["type"] == "websocket.connect":
                     await send({"type": "websocket.close", "code": 4403})

@@ -257,8 +257,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
     _apply_isolation_flag(args, "serve")
+    if args.no_ui:
+        os.environ["AGENTS_NO_UI"] = "true"
     # the default allowed hosts follow the bound address
     os.environ["AGENTS_BIND"] = args.bind
+    if args.socket:
+        from agentsite.server import SocketPathInUse, clear_socket_path
+
+        try:
+            clear_socket_path(args.socket)
+        except SocketPathInUse as error:
+            print(f"agents serve: --socket {error}", file=sys.stderr)
+            return 2
     _setup_django("serve")
     from django.conf import settings
 
@@ -283,6 +293,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             **describe_for_log(auth),
             "bind": args.bind,
             "port": args.port,
+            "socket": args.socket,
             "db": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
             "embedded_worker": settings.EMBEDDED_WORKER,
             "agents": [agent.spec.slug for agent in get_registry().roots()],
@@ -290,7 +301,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     from agentsite.server import serve
 
-    serve(args.bind, args.port, args.shutdown_grace)
+    serve(args.bind, args.port, args.shutdown_grace, args.socket)
     return 0
 
 
@@ -492,6 +503,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="origin allowed cross-origin requests (repeatable; '*' only without --auth-tokens);"
         " env AGENTS_CORS_ORIGINS, comma-separated",
+    )
+    serve.add_argument(
+        "--socket",
+        metavar="PATH",
+        default=env.str("AGENTS_SOCKET", default="") or None,
+        help="also listen on this Unix socket (mode 0600, no origin check); env AGENTS_SOCKET",
+    )
+    serve.add_argument(
+        "--no-ui",
+        action="store_true",
+        default=env.bool("AGENTS_NO_UI", default=False),
+        help="no chat page at /; env AGENTS_NO_UI=true",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -197,6 +197,13 @@ class PayloadTooLarge(ApiError):
     code, status, template = ErrorCode.PAYLOAD_TOO_LARGE, 413, "request body is larger than {} bytes"
 
 
+class AttachmentTooLarge(ApiError):
+    """413: one attachment (a media item) is over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded;
+    built from its file name, its size and the limit, in bytes."""
+
+    code, status, template = ErrorCode.PAYLOAD_TOO_LARGE, 413, "attachment {} is {} bytes, over the limit of {} bytes"
+
+
 class UriTooLong(ApiError):
     """414: a request line (its URL) over the limit; built from the limit. Answered by the HTTP
     server itself (``agentsite.http_limits``), which then closes the connection."""

@@ -1,5 +1,5 @@
-"""The HTTP server (daphne) with a graceful shutdown (docs/api.md §14.2), and limits on request
-heads (docs/api.md §1.5: ``agentsite.http_limits``).
+"""The HTTP server (daphne) with a graceful shutdown (docs/api.md §14.2), limits on request
+heads (docs/api.md §1.5: ``agentsite.http_limits``) and an optional Unix socket (``--socket``).
 
 On SIGTERM or SIGINT: stop listening, end the event streams and answer ``wait=true`` requests
 with the current state, give the other requests up to ``--shutdown-grace`` seconds, then exit 0.
@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
+import stat
 import sys
 import time
 from typing import Any
@@ -23,12 +25,46 @@ log = logging.getLogger("agentsite.server")
 LISTEN_BACKLOG = 1024
 
 
-def serve(bind: str, port: int, grace: float) -> None:
-    """Serve ``agentsite.asgi:application`` on ``bind:port`` until a signal, then drain and exit."""
+class SocketPathInUse(Exception):
+    """``--socket PATH`` names a file that is not a stale socket: a live server's, or not a socket."""
+
+
+def clear_socket_path(path: str) -> None:
+    """Make room for the Unix socket ``path`` (docs/api.md §14.1): a stale socket is removed.
+
+    Raises:
+        SocketPathInUse: a server answers on it, or the file there is not a socket (it is left
+            alone: a typo must not delete a user's file).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise SocketPathInUse(f"{path} exists and is not a socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            # nobody answers: the socket of a server that was killed
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return
+        except OSError as error:
+            raise SocketPathInUse(f"{path}: {error.strerror}") from None
+    raise SocketPathInUse(f"{path}: another server is listening on it")
+
+
+def serve(bind: str, port: int, grace: float, unix_socket: str | None = None) -> None:
+    """Serve ``agentsite.asgi:application`` on ``bind:port`` (and on the Unix socket ``unix_socket``,
+    mode 0600, unlinked when it closes) until a signal, then drain and exit."""
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server  # installs the asyncio reactor before twisted's is imported
     from django.conf import settings
     from twisted.internet import reactor
+    from twisted.internet.endpoints import quoteStringArgument
 
     from agentsite.asgi import application
     from agentsite.http_limits import install
@@ -53,6 +89,9 @@ def serve(bind: str, port: int, grace: float) -> None:
 
     # a deep accept queue: a burst of connections waits to be accepted rather than being retried
     endpoints = [f"{endpoint}:backlog={LISTEN_BACKLOG}" for endpoint in build_endpoint_description_strings(bind, port)]
+    if unix_socket:
+        # Twisted's lock file is not used: clear_socket_path has dealt with a stale socket
+        endpoints.append(f"unix:{quoteStringArgument(unix_socket)}:mode=600:lockfile=0:backlog={LISTEN_BACKLOG}")
     server = GracefulServer(
         application,
         endpoints=endpoints,

@@ -1,10 +1,11 @@
-"""URL routes: each app's API, the OpenAPI document and the admin."""
+"""URL routes: each app's API, the OpenAPI document, the chat page and the admin."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
 
+from agentsite.chat import chat_page
 from agentsite.openapi import OpenApiDocumentViewSet
 
 urlpatterns = [
@@ -12,6 +13,7 @@ urlpatterns = [
     path("", include("sessions_app.urls")),
     path("", include("agents_app.urls")),
     path("admin/", admin.site.urls),
+    path("", chat_page, name="chat"),
 ]
 
 handler400 = "agentsite.errors.handler400"

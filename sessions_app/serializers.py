@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentsite.common import Rfc3339Field, is_base64, render
-from agentsite.errors import BadRequest
+from agentsite.errors import AttachmentTooLarge, BadRequest
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
 
@@ -108,6 +109,20 @@ class MediaSerializer(serializers.Serializer):
         if not is_base64(value):
             raise serializers.ValidationError("is not valid base64")
         return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Refuse an attachment over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded (docs/api.md §1.1).
+
+        Raises:
+            AttachmentTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
+        """
+        data = attrs["base64"]
+        # strict base64 (validate_base64): four characters per three bytes, less the padding
+        size = len(data) // 4 * 3 - (len(data) - len(data.rstrip("=")))
+        limit = settings.AGENTS["MAX_ATTACHMENT_BYTES"]
+        if size > limit:
+            raise AttachmentTooLarge(repr(attrs.get("filename") or attrs["mime"]), size, limit)
+        return attrs
 
 
 class MessageAliasSerializer(serializers.Serializer):

@@ -128,8 +128,9 @@ class Server:
         env: dict[str, str] | None = None,
         extra_args: Sequence[str] = (),
         cwd: Path = ROOT,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = port or free_port()
         self.db = db or str(tmp / "agents-server.db")
         argv = [sys.executable, "-m", "agentsite.cli", "serve", "--port", str(self.port), "--db", self.db]
         for path in agent_files:

@@ -174,6 +174,12 @@ AGENTS = {
     "SECRET_TTL_SECONDS": env.float("AGENTS_SECRET_TTL_SECONDS", default=24 * 3600.0),
     # Per-owner LLM keys files, "OWNER=FILE" entries separated by os.pathsep.
     "OWNER_API_KEYS": [e for e in env("AGENTS_OWNER_API_KEYS", default="").split(os.pathsep) if e.strip()],
+    # The address `agents serve` listens on (--bind): the chat page is served on a loopback one.
+    "BIND": env.str("AGENTS_BIND", default="127.0.0.1"),
+    # --no-ui: no chat page at / (README, "The chat page and the Unix socket").
+    "NO_UI": env.bool("AGENTS_NO_UI", default=False),
+    # Bytes one attachment (a media item) may hold once decoded; larger ones answer 413.
+    "MAX_ATTACHMENT_BYTES": env.int("AGENTS_MAX_ATTACHMENT_BYTES", default=20 * 1024 * 1024),
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
@@ -203,6 +209,8 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
+# the chat page's script and stylesheet (templates/chat/page.html), served by the app itself
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 LOGGING = {
     "version": 1,

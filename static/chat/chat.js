@@ -1,0 +1,785 @@
+// The chat page (README, "The chat page and the Unix socket"): a client of the public API, nothing more.
+// Reads /v1/agents and /v1/sessions, follows /v1/events with EventSource (which resumes with
+// Last-Event-ID by itself), and posts messages, continuations and controls as any client would.
+"use strict";
+
+(function () {
+  const config = JSON.parse(document.getElementById("chat-config").textContent);
+  const $ = (id) => document.getElementById(id);
+  const TOKEN_KEY = "agents-server-token";
+  const EVENT_KINDS = [
+    "session.created", "session.updated", "session.deleted", "session.failed",
+    "run.started", "run.stopped", "calls.deferred", "text.delta",
+    "tool.started", "tool.progressed", "tool.completed", "tool.failed",
+    "subcall.started", "subcall.completed", "subcall.failed", "hook.failed",
+  ];
+
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY),
+    agents: [],
+    agent: null,          // the agent of a new conversation
+    sessionId: null,      // the open session
+    view: null,           // its SessionView
+    queued: [],           // its unread userMessage mail
+    sessions: new Map(),  // top-level sessions: id -> SessionMetaView
+    attachments: [],      // [{mime, base64, filename, size}]
+    // Kept for every session the events mention, not only the open one: the first events of a
+    // new session can arrive before the answer that tells the page its id.
+    tools: new Map(),     // session id -> running tools: Map(tool_call_id -> {tool, progress})
+    streamed: new Map(),  // session id -> text.delta pieces of its current step
+    lastSeq: null,
+    events: null,
+    reconnects: 0,
+    refreshTimer: null,
+    listTimer: null,
+    drawnTurns: 0,        // how many turns the open session had when last drawn
+  };
+
+  class ApiFailure extends Error {
+    constructor(status, body) {
+      super(body && body.message ? `${body.error}: ${body.message}` : `HTTP ${status}`);
+      this.status = status;
+      this.body = body;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = {};
+    if (state.token) headers.Authorization = `Bearer ${state.token}`;
+    const init = { method, headers };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    let data = null;
+    try {
+      data = await response.json();
+    } catch (error) {
+      data = null;
+    }
+    if (response.status === 401 && config.auth) {
+      askForToken("The server refused the token.");
+    }
+    if (!response.ok) throw new ApiFailure(response.status, data);
+    return { status: response.status, data };
+  }
+
+  // ---- small DOM helpers --------------------------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "class") node.className = value;
+      else if (name === "text") node.textContent = value;
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : value);
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function showError(target, error) {
+    $(target).textContent = error ? String(error.message || error) : "";
+  }
+
+  function formatBytes(n) {
+    const [unit, size] = n >= 1024 * 1024 ? ["MiB", n / (1024 * 1024)] : n >= 1024 ? ["KiB", n / 1024] : ["bytes", n];
+    return `${Number.isInteger(size) ? size : size.toFixed(2)} ${unit}`;
+  }
+
+  // ---- markdown: a small, safe subset (every character is escaped text; links http(s) only) --
+
+  function inlineMarkdown(text) {
+    const out = document.createDocumentFragment();
+    const pattern = /(`[^`]+`)|(\*\*[^*]+\*\*)|(\*[^*\s][^*]*\*)|(\[[^\]]+\]\((https?:\/\/[^)\s]+)\))/g;
+    let last = 0;
+    let match;
+    while ((match = pattern.exec(text)) !== null) {
+      if (match.index > last) out.append(text.slice(last, match.index));
+      const token = match[0];
+      if (match[1]) out.append(el("code", { text: token.slice(1, -1) }));
+      else if (match[2]) out.append(el("strong", { text: token.slice(2, -2) }));
+      else if (match[3]) out.append(el("em", { text: token.slice(1, -1) }));
+      else {
+        const label = token.slice(1, token.indexOf("]("));
+        out.append(el("a", { href: match[5], rel: "noopener noreferrer", target: "_blank", text: label }));
+      }
+      last = match.index + token.length;
+    }
+    if (last < text.length) out.append(text.slice(last));
+    return out;
+  }
+
+  function markdown(source) {
+    const root = el("div", { class: "markdown" });
+    const lines = String(source || "").split("\n");
+    let list = null;
+    let paragraph = [];
+    const flush = () => {
+      if (paragraph.length) {
+        const p = el("p");
+        paragraph.forEach((line, i) => {
+          if (i) p.append(el("br"));
+          p.append(inlineMarkdown(line));
+        });
+        root.append(p);
+      }
+      paragraph = [];
+    };
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i];
+      if (line.startsWith("```")) {
+        flush();
+        list = null;
+        const code = [];
+        for (i++; i < lines.length && !lines[i].startsWith("```"); i++) code.push(lines[i]);
+        root.append(el("pre", {}, el("code", { text: code.join("\n") })));
+        continue;
+      }
+      const heading = /^(#{1,6})\s+(.*)$/.exec(line);
+      const bullet = /^\s*(?:[-*+]|\d+[.)])\s+(.*)$/.exec(line);
+      if (heading) {
+        flush();
+        list = null;
+        root.append(el(`h${Math.min(heading[1].length + 2, 6)}`, {}, inlineMarkdown(heading[2])));
+      } else if (bullet) {
+        flush();
+        if (!list) {
+          list = el(/^\s*\d/.test(line) ? "ol" : "ul");
+          root.append(list);
+        }
+        list.append(el("li", {}, inlineMarkdown(bullet[1])));
+      } else if (line.trim() === "") {
+        flush();
+        list = null;
+      } else if (line.startsWith(">")) {
+        flush();
+        list = null;
+        root.append(el("blockquote", {}, inlineMarkdown(line.replace(/^>\s?/, ""))));
+      } else {
+        list = null;
+        paragraph.push(line);
+      }
+    }
+    flush();
+    return root;
+  }
+
+  // ---- rendering a session's turns ----------------------------------------------------------
+
+  function mediaNode(item) {
+    const mime = item.mimeType || item.mime || "application/octet-stream";
+    const data = item.base64Data || item.base64 || "";
+    const url = `data:${mime};base64,${data}`;
+    const name = item.filename || mime;
+    if (mime.startsWith("image/")) {
+      return el("figure", { class: "media" }, el("img", { src: url, alt: name }), el("figcaption", { text: name }));
+    }
+    return el("a", { class: "media", href: url, download: item.filename || "attachment" }, name);
+  }
+
+  function isMedia(value) {
+    return value && typeof value === "object" && typeof value.base64Data === "string";
+  }
+
+  function resultNode(value) {
+    if (value === null || value === undefined) return el("em", { text: "no result yet" });
+    if (typeof value === "string") return el("pre", { class: "result", text: value });
+    if (isMedia(value)) return mediaNode(value);
+    if (value.type === "text" && typeof value.content === "string") return el("pre", { class: "result", text: value.content });
+    if (value.type === "json") return el("pre", { class: "result", text: JSON.stringify(value.content, null, 2) });
+    if (value.type === "mixed" && Array.isArray(value.parts)) {
+      return el("div", {}, value.parts.map((part) => (isMedia(part) ? mediaNode(part) : resultNode(part.text ?? part))));
+    }
+    return el("pre", { class: "result", text: JSON.stringify(value, null, 2) });
+  }
+
+  function argumentsText(call) {
+    const raw = (call.function || {}).arguments || "";
+    try {
+      return JSON.stringify(JSON.parse(raw), null, 2);
+    } catch (error) {
+      return raw;
+    }
+  }
+
+  function toolNode(call, stateLabel, result) {
+    const name = (call.function || {}).name || "tool";
+    return el(
+      "details",
+      { class: "tool", "data-tool": name, "data-state": stateLabel },
+      el("summary", {}, el("code", { text: name }), " ", el("span", { class: "tool-state", text: stateLabel })),
+      el("div", { class: "tool-body" },
+        el("div", { class: "label", text: "arguments" }), el("pre", { class: "arguments", text: argumentsText(call) }),
+        el("div", { class: "label", text: "result" }), resultNode(result)),
+    );
+  }
+
+  function queryNodes(query) {
+    if (query === null || query === undefined) return [];
+    if (typeof query === "string") return query ? [el("div", { class: "text", text: query })] : [];
+    const nodes = [];
+    if (query.text) nodes.push(el("div", { class: "text", text: query.text }));
+    for (const item of query.media || []) nodes.push(mediaNode(item));
+    return nodes;
+  }
+
+  // What the person (or other mail) said in a user turn: folded mail one message at a time, so
+  // messages queued while the session was busy read as they were sent.
+  function userNodes(contents) {
+    const mail = contents.userMail || [];
+    if (!mail.length) return queryNodes(contents.userQuery);
+    return mail.flatMap((envelope) => {
+      const body = envelope.body || {};
+      if (body.tag === "userMessage") {
+        const marker = envelope.priority === "interrupt" ? "sent as an interrupt" : "sent while busy";
+        return [el("div", { class: "mail", "data-mail": envelope.id }, el("span", { class: "label", text: marker }),
+          queryNodes(body.query))];
+      }
+      const sender = (envelope.from || {}).tag || "mail";
+      return [el("details", { class: "mail other" }, el("summary", { text: `${body.tag || "mail"} from ${sender}` }),
+        el("pre", { text: JSON.stringify(body, null, 2) }))];
+    });
+  }
+
+  function turnNode(turn, atTurn) {
+    const contents = turn.contents || {};
+    const fork = el("button", {
+      type: "button", class: "fork", title: "Fork the session here: a new session keeps this turn and the ones before",
+      onclick: () => forkAt(atTurn),
+    }, "Fork here");
+    if (turn.tag === "LlmTurn") {
+      const response = contents.llmResponse || {};
+      const node = el("article", { class: "turn assistant", "data-turn": atTurn },
+        el("header", {}, el("span", { class: "who", text: state.view ? state.view.agent : "assistant" }), fork));
+      if (response.responseThinking) {
+        node.append(el("details", { class: "thinking" }, el("summary", { text: "thinking" }), el("pre", { text: response.responseThinking })));
+      }
+      if (response.responseText) node.append(markdown(response.responseText));
+      const calls = contents.llmToolCalls || [];
+      if (calls.length) {
+        node.append(el("div", { class: "calls" }, "calls ", calls.map((c) => el("code", { text: (c.function || {}).name }))));
+      }
+      return node;
+    }
+    if (turn.tag === "PartialUserTurn" || turn.tag === "UserTurn") {
+      const tools = turn.tag === "UserTurn"
+        ? (contents.userToolResponses || []).map(([call, result]) => toolNode(call || {}, "Completed", result))
+        : (contents.trackedCalls || []).map((tc) =>
+          toolNode(tc.tcCall || {}, (tc.tcState || "") + (tc.tcDetached ? " (detached)" : ""), tc.tcResult));
+      const said = userNodes(contents);
+      const person = said.some((node) => !node.classList.contains("other"));
+      return el("article", { class: `turn ${person ? "user" : "tools"}`, "data-turn": atTurn },
+        el("header", {}, el("span", { class: "who", text: person ? "you" : "tools" }), fork),
+        tools, said);
+    }
+    return el("article", { class: "turn other", "data-turn": atTurn },
+      el("header", {}, el("span", { class: "who", text: turn.tag || "turn" }), fork),
+      el("pre", { text: JSON.stringify(contents, null, 2) }));
+  }
+
+  function renderSession() {
+    const view = state.view;
+    const turns = $("turns");
+    const opened = view && view.session_id === turns.dataset.session ? openedFolds(turns) : new Set();
+    turns.dataset.session = view ? view.session_id : "";
+    turns.replaceChildren();
+    $("controls").hidden = !view;
+    if (!view) {
+      $("session-title").textContent = state.agent ? `New conversation with ${state.agent}` : "Pick an agent to start";
+      $("session-status").textContent = "";
+      renderQueued();
+      renderPending();
+      renderLive();
+      return;
+    }
+    $("session-title").textContent = `${view.agent} · ${view.session_id.slice(0, 8)}`;
+    $("session-status").textContent = view.status + (view.status_detail ? `: ${view.status_detail}` : "");
+    $("session-status").dataset.status = view.status;
+    const list = (view.session && view.session.turns) || [];
+    // turns are stored newest first; a conversation reads oldest first
+    for (let i = list.length - 1; i >= 0; i--) turns.append(turnNode(list[i], i));
+    restoreOpened(turns, opened);
+    renderQueued();
+    renderPending();
+    renderLive();
+    // follow the conversation as it grows, but leave a reader where they are otherwise
+    if (list.length !== state.drawnTurns) turns.lastElementChild && turns.lastElementChild.scrollIntoView({ block: "end" });
+    state.drawnTurns = list.length;
+  }
+
+  // What the person unfolded stays unfolded when the session is drawn again: folds are keyed
+  // by their turn's position from the oldest (stable as turns are added) and their rank in it.
+  function openedFolds(turns) {
+    const keys = new Set();
+    turns.querySelectorAll("article.turn").forEach((article, position) => {
+      article.querySelectorAll("details").forEach((fold, rank) => fold.open && keys.add(`${position}:${rank}`));
+    });
+    return keys;
+  }
+
+  function restoreOpened(turns, keys) {
+    turns.querySelectorAll("article.turn").forEach((article, position) => {
+      article.querySelectorAll("details").forEach((fold, rank) => {
+        if (keys.has(`${position}:${rank}`)) fold.open = true;
+      });
+    });
+  }
+
+  function renderQueued() {
+    const box = $("queued");
+    box.replaceChildren();
+    for (const envelope of state.queued) {
+      const query = (envelope.body || {}).query;
+      const text = typeof query === "string" ? query : (query && query.text) || "";
+      box.append(el("div", { class: "queued-message" },
+        el("span", { class: "label", text: envelope.priority === "interrupt" ? "queued (interrupt)" : "queued" }), " ", text));
+    }
+  }
+
+  function renderPending() {
+    const box = $("pending");
+    box.replaceChildren();
+    const calls = (state.view && state.view.pending) || [];
+    for (const call of calls) box.append(pendingForm(call));
+  }
+
+  function pendingForm(call) {
+    const reason = (call.disposition || {}).reason;
+    const textarea = el("textarea", { name: "result", rows: 3, placeholder: "The tool's result" });
+    const kind = el("select", { name: "kind" }, el("option", { value: "text", text: "text" }), el("option", { value: "json", text: "JSON" }));
+    const error = el("p", { class: "error", role: "alert" });
+    const form = el("form", { class: "pending-call", "data-token": call.continuation_token },
+      el("div", {}, el("strong", { text: "Waiting for you: " }), el("code", { text: call.tool }), reason ? ` (${reason})` : ""),
+      el("pre", { class: "arguments", text: argumentsText(call.call || {}) }),
+      textarea,
+      el("div", { class: "composer-actions" }, el("label", {}, "as ", kind), el("span", { class: "spacer" }),
+        el("button", { type: "submit", text: "Answer" })),
+      error);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      let result = textarea.value;
+      if (kind.value === "json") {
+        try {
+          result = { type: "json", content: JSON.parse(textarea.value) };
+        } catch (failure) {
+          error.textContent = `Not valid JSON: ${failure.message}`;
+          return;
+        }
+      }
+      try {
+        const answer = await api("POST", `/v1/continuations/${encodeURIComponent(call.continuation_token)}`, { result });
+        applyView(answer.data);
+      } catch (failure) {
+        error.textContent = failure.message;
+      }
+    });
+    return form;
+  }
+
+  function renderLive() {
+    const box = $("live");
+    box.replaceChildren();
+    for (const [id, tool] of state.tools.get(state.sessionId) || []) {
+      box.append(el("div", { class: "running-tool", "data-call": id },
+        el("span", { class: "spinner", "aria-hidden": "true" }), "running ", el("code", { text: tool.tool }),
+        tool.progress ? ` ${tool.progress}` : ""));
+    }
+    const streamed = state.streamed.get(state.sessionId);
+    if (streamed) box.append(el("article", { class: "turn assistant streaming" }, markdown(streamed)));
+  }
+
+  // ---- sessions list and agents -------------------------------------------------------------
+
+  function renderAgents() {
+    const list = $("agents");
+    list.replaceChildren();
+    for (const agent of state.agents) {
+      const tools = agent.tools || [];
+      list.append(el("li", { class: state.agent === agent.slug && !state.sessionId ? "active" : null },
+        el("button", { type: "button", class: "agent", "data-agent": agent.slug, onclick: () => pickAgent(agent.slug) },
+          el("strong", { text: agent.slug }), el("span", { class: "description", text: agent.description || "" })),
+        tools.length ? el("details", { class: "agent-tools" }, el("summary", { text: `${tools.length} tools` }),
+          el("ul", {}, tools.map((name) => el("li", {}, el("code", { text: name }))))) : null));
+    }
+  }
+
+  function renderSessions() {
+    const list = $("sessions");
+    list.replaceChildren();
+    const rows = [...state.sessions.values()].sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
+    for (const meta of rows) {
+      list.append(el("li", { class: meta.session_id === state.sessionId ? "active" : null },
+        el("button", { type: "button", class: "session", "data-session": meta.session_id, onclick: () => openSession(meta.session_id) },
+          el("strong", { text: meta.agent }), " ", el("span", { class: "status", "data-status": meta.status, text: meta.status }),
+          el("span", { class: "when", text: `${meta.session_id.slice(0, 8)} · ${new Date(meta.updated_at).toLocaleString()}` }))));
+    }
+    if (!rows.length) list.append(el("li", { class: "empty", text: "no session yet" }));
+  }
+
+  async function loadAgents() {
+    state.agents = (await api("GET", "/v1/agents")).data;
+    renderAgents();
+  }
+
+  async function loadSessions() {
+    const page = (await api("GET", "/v1/sessions?limit=200")).data;
+    state.sessions = new Map(page.sessions.map((meta) => [meta.session_id, meta]));
+    renderSessions();
+  }
+
+  function scheduleSessionsReload() {
+    clearTimeout(state.listTimer);
+    state.listTimer = setTimeout(() => loadSessions().catch((e) => showError("notice", e)), 150);
+  }
+
+  function pickAgent(slug) {
+    state.agent = slug;
+    state.sessionId = null;
+    state.view = null;
+    state.queued = [];
+    history.replaceState(null, "", "#");
+    closeMenu();
+    renderAgents();
+    renderSessions();
+    renderSession();
+    $("prompt").focus();
+  }
+
+  async function openSession(id) {
+    if (state.sessionId !== id) {
+      state.view = null;
+      state.queued = [];
+    }
+    state.sessionId = id;
+    history.replaceState(null, "", `#session=${id}`);
+    closeMenu();
+    renderSessions();
+    await refreshSession();
+  }
+
+  async function refreshSession() {
+    const id = state.sessionId;
+    if (!id) return;
+    try {
+      const [view, mail] = await Promise.all([
+        api("GET", `/v1/sessions/${id}`),
+        api("GET", `/v1/sessions/${id}/mail?unread=true`),
+      ]);
+      if (state.sessionId !== id) return;
+      state.queued = mail.data.mail.filter((envelope) => (envelope.body || {}).tag === "userMessage");
+      applyView(view.data);
+    } catch (error) {
+      if (error.status === 404) {
+        state.view = null;
+        state.sessionId = null;
+        renderSession();
+      }
+      showError("notice", error);
+    }
+  }
+
+  function scheduleRefresh() {
+    clearTimeout(state.refreshTimer);
+    state.refreshTimer = setTimeout(refreshSession, 100);
+  }
+
+  function applyView(view) {
+    if (!view || view.session_id !== state.sessionId) return;
+    // a late answer must not undo a newer one
+    if (state.view && state.view.session_id === view.session_id && view.version < state.view.version) return;
+    state.view = view;
+    state.agent = view.agent;
+    if (view.status !== "running") {
+      state.tools.delete(view.session_id);
+      state.streamed.delete(view.session_id);
+    }
+    const meta = { ...view };
+    delete meta.session;
+    delete meta.pending;
+    if (!view.parent_session_id) state.sessions.set(view.session_id, meta);
+    showError("notice", null);
+    renderSessions();
+    renderSession();
+  }
+
+  // ---- actions ------------------------------------------------------------------------------
+
+  async function send(interrupt) {
+    const prompt = $("prompt").value;
+    const media = state.attachments.map(({ mime, base64, filename }) => ({ mime, base64, filename }));
+    if (!prompt.trim() && !media.length) return;
+    showError("composer-error", null);
+    try {
+      if (!state.sessionId) {
+        if (!state.agent) throw new Error("Pick an agent first.");
+        const created = await api("POST", "/v1/sessions", { agent: state.agent, prompt, media });
+        clearComposer();
+        state.sessionId = created.data.session_id;
+        history.replaceState(null, "", `#session=${state.sessionId}`);
+        applyView(created.data);
+        // its first events may have come before this answer told the page its id: read it again
+        await refreshSession();
+      } else {
+        const answer = await api("POST", `/v1/sessions/${state.sessionId}/messages`, { prompt, media, interrupt });
+        clearComposer();
+        applyView(answer.data);
+        await refreshSession();
+      }
+    } catch (error) {
+      showError("composer-error", error);
+    }
+  }
+
+  function clearComposer() {
+    $("prompt").value = "";
+    state.attachments = [];
+    renderAttachments();
+  }
+
+  async function control(action) {
+    if (!state.sessionId) return;
+    try {
+      await api("POST", `/v1/sessions/${state.sessionId}/${action}`);
+      await refreshSession();
+    } catch (error) {
+      showError("notice", error);
+    }
+  }
+
+  async function forkAt(atTurn) {
+    try {
+      const fork = await api("POST", `/v1/sessions/${state.sessionId}/fork`, { at_turn: atTurn });
+      await openSession(fork.data.session_id);
+    } catch (error) {
+      showError("notice", error);
+    }
+  }
+
+  // ---- attachments --------------------------------------------------------------------------
+
+  function guessMime(file) {
+    if (file.type) return file.type;
+    if (/\.pdf$/i.test(file.name)) return "application/pdf";
+    return "text/plain";
+  }
+
+  function readAsBase64(file) {
+    return new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(String(reader.result).replace(/^data:[^,]*,/, ""));
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(file);
+    });
+  }
+
+  async function addFiles(files) {
+    const refused = [];
+    for (const file of files) {
+      if (file.size > config.maxAttachmentBytes) {
+        refused.push(`${file.name} is ${formatBytes(file.size)}, over the ${formatBytes(config.maxAttachmentBytes)} limit: not attached.`);
+        continue;
+      }
+      state.attachments.push({ mime: guessMime(file), base64: await readAsBase64(file), filename: file.name, size: file.size });
+    }
+    showError("composer-error", refused.length ? refused.join(" ") : null);
+    renderAttachments();
+  }
+
+  function renderAttachments() {
+    const list = $("attachments");
+    list.replaceChildren();
+    state.attachments.forEach((item, index) => {
+      list.append(el("li", { class: "attachment" }, `${item.filename} (${formatBytes(item.size)}) `,
+        el("button", { type: "button", title: "Remove", onclick: () => { state.attachments.splice(index, 1); renderAttachments(); } }, "×")));
+    });
+  }
+
+  // ---- live events --------------------------------------------------------------------------
+
+  function setConnection(label) {
+    const node = $("connection");
+    node.textContent = label;
+    node.dataset.state = label;
+  }
+
+  function connectEvents() {
+    if (state.events) state.events.close();
+    const params = new URLSearchParams();
+    if (state.token) params.set("access_token", state.token);
+    // a fresh EventSource does not send Last-Event-ID: say where we were
+    if (state.lastSeq !== null) params.set("after", String(state.lastSeq));
+    const query = params.toString();
+    const source = new EventSource(`/v1/events${query ? `?${query}` : ""}`);
+    state.events = source;
+    source.addEventListener("open", () => {
+      const reconnected = state.reconnects > 0;
+      setConnection(reconnected ? "reconnected" : "live");
+      if (reconnected) {
+        // replayed events follow; the reads below catch up what they summarise
+        scheduleSessionsReload();
+        scheduleRefresh();
+      }
+    });
+    source.addEventListener("error", () => {
+      state.reconnects += 1;
+      setConnection("reconnecting");
+      if (source.readyState === EventSource.CLOSED) {
+        // the browser gave up (an error answer): start a new stream from the last event seen
+        setTimeout(() => state.events === source && connectEvents(), 1000);
+      }
+    });
+    for (const kind of EVENT_KINDS) {
+      source.addEventListener(kind, (message) => onEvent(kind, message));
+    }
+  }
+
+  // Running tools and streamed text, by session.
+  function trackLive(kind, sid, data) {
+    if (kind === "text.delta") {
+      state.streamed.set(sid, (state.streamed.get(sid) || "") + (data.text || ""));
+      return;
+    }
+    if (!state.tools.has(sid)) state.tools.set(sid, new Map());
+    const tools = state.tools.get(sid);
+    if (kind === "tool.completed" || kind === "tool.failed") {
+      tools.delete(data.tool_call_id);
+      return;
+    }
+    const tool = tools.get(data.tool_call_id) || { tool: data.tool, progress: "" };
+    if (kind === "tool.progressed") {
+      const known = (value) => value !== undefined && value !== null && value !== "";
+      const amount = known(data.progress) ? `${data.progress}${known(data.total) ? `/${data.total}` : ""}` : "";
+      tool.progress = [amount, data.message].filter(known).join(" · ");
+    }
+    tools.set(data.tool_call_id, tool);
+  }
+
+  function onEvent(kind, message) {
+    let data;
+    try {
+      data = JSON.parse(message.data);
+    } catch (error) {
+      return;
+    }
+    if (typeof data.seq === "number") {
+      if (state.lastSeq !== null && data.seq <= state.lastSeq) return;
+      state.lastSeq = data.seq;
+    }
+    const sid = data.session_id;
+    const meta = state.sessions.get(sid);
+    if (kind === "session.created" && !data.parent_session_id) {
+      state.sessions.set(sid, data);
+      renderSessions();
+    } else if (kind === "session.updated" && meta) {
+      state.sessions.set(sid, { ...meta, status: data.status, updated_at: data.updated_at, version: data.version });
+      renderSessions();
+    } else if (kind === "run.stopped" && meta) {
+      state.sessions.set(sid, { ...meta, status: data.status });
+      renderSessions();
+    } else if (kind === "session.deleted") {
+      state.sessions.delete(sid);
+      renderSessions();
+    }
+    if (kind === "text.delta" || kind.startsWith("tool.")) {
+      trackLive(kind, sid, data);
+      if (sid === state.sessionId) renderLive();
+      if (kind === "text.delta" || kind === "tool.started" || kind === "tool.progressed") return;
+    }
+    if (kind === "session.updated" && data.head_turn && data.head_turn.tag === "LlmTurn") state.streamed.delete(sid);
+    if (sid !== state.sessionId) return;
+    if (kind === "session.deleted") {
+      state.sessionId = null;
+      state.view = null;
+      renderSession();
+      showError("notice", "This session was deleted.");
+      return;
+    }
+    scheduleRefresh();
+  }
+
+  // ---- token --------------------------------------------------------------------------------
+
+  function askForToken(reason) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = null;
+    if (state.events) state.events.close();
+    state.events = null;
+    state.sessions.clear();
+    state.agents = [];
+    $("app").hidden = true;
+    $("forget-token").hidden = true;
+    $("token-prompt").hidden = false;
+    $("token-error").textContent = reason || "";
+    setConnection("signed out");
+    $("token-input").focus();
+  }
+
+  async function start() {
+    if (config.auth && !state.token) {
+      askForToken("");
+      return;
+    }
+    try {
+      await loadAgents();
+    } catch (error) {
+      if (error.status !== 401) showError("token-error", error);
+      return;
+    }
+    $("token-prompt").hidden = true;
+    $("app").hidden = false;
+    $("forget-token").hidden = !config.auth;
+    await loadSessions().catch((error) => showError("notice", error));
+    connectEvents();
+    const match = /#session=([0-9a-fA-F-]{36})/.exec(location.hash);
+    if (match) await openSession(match[1]);
+    else renderSession();
+  }
+
+  // ---- wiring -------------------------------------------------------------------------------
+
+  function closeMenu() {
+    document.body.classList.remove("menu-open");
+    $("menu-toggle").setAttribute("aria-expanded", "false");
+  }
+
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const token = $("token-input").value.trim();
+    if (!token) return;
+    state.token = token;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("token-input").value = "";
+    start();
+  });
+  $("forget-token").addEventListener("click", () => askForToken(""));
+  $("menu-toggle").addEventListener("click", () => {
+    const open = document.body.classList.toggle("menu-open");
+    $("menu-toggle").setAttribute("aria-expanded", String(open));
+  });
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send(false);
+  });
+  $("interrupt").addEventListener("click", () => send(true));
+  $("prompt").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send(false);
+    }
+  });
+  $("file").addEventListener("change", async (event) => {
+    await addFiles([...event.target.files]);
+    event.target.value = "";
+  });
+  $("btn-pause").addEventListener("click", () => control("pause"));
+  $("btn-resume").addEventListener("click", () => control("resume"));
+  $("btn-cancel").addEventListener("click", () => control("cancel"));
+
+  start();
+})();
