@@ -139,6 +139,35 @@ def session_import(*, document: Any, agent_slug: str, owner: str | None = None) 
     return session
 
 
+def session_from_file(*, document: Any, agent_slug: str, owner: str | None = None) -> Session:
+    """The session of a session file (``agents run --session-file``, docs/cli.md §3.1): imported
+    when this database does not have it yet (:func:`session_import`), else brought to the file's
+    document when the two differ (the file is what the user kept: it wins).
+
+    Raises:
+        ApiError: those of :func:`session_import`; 409 ``run_in_progress`` when the stored session
+            differs from the file and a run is going on it.
+    """
+    problem = document_problem(document)
+    if problem is not None:
+        raise BadRequest(f"the session document cannot be read: {problem}")
+    try:
+        session_id = uuid.UUID(str(document.get("sessionId")))
+    except ValueError:
+        raise BadRequest(f"sessionId {document.get('sessionId')!r} is not a UUID") from None
+    with transaction.atomic():
+        if not Session.objects.filter(pk=session_id).exists():
+            return session_import(document=document, agent_slug=agent_slug, owner=owner)
+        session = lock_session(session_id)
+        if session.document == document:
+            return session
+        if run_is_active(session):
+            raise RunInProgress(session.pk)
+        session = store(session, document, status=doc.status_of(document), status_detail=None)
+        adopt_deferred_calls(session, document)
+    return session
+
+
 def message_post(
     *,
     session_id: uuid.UUID,
