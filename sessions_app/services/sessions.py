@@ -109,19 +109,25 @@ def session_create(
     return session
 
 
-def session_import(*, document: Any, agent_slug: str, owner: str | None = None) -> Session:
+def session_import(
+    *, document: Any, agent_slug: str, owner: str | None = None, require_agent: bool = False
+) -> Session:
     """Store a session document written by agents-exe as a new session of ``agent_slug``.
 
     The document is kept as it is (docs/sessions.md §1.1, §1.7), under its own ``sessionId``; its
     status is the one its turns imply, and its deferred calls get their continuations, so that
-    it goes on as if this server had written it (``agents manage import_session``). The agent
-    need not be loaded now: it must be when the session runs.
+    it goes on as if this server had written it (``agents session import``, ``POST
+    /v1/sessions/import``). The agent need not be loaded now (it must be when the session runs),
+    unless ``require_agent``.
 
     Raises:
+        ApiError: 404 ``unknown_agent`` with ``require_agent`` and no such root agent.
         ApiError: 400 ``bad_request``: a document this server cannot read (naming the turn and
             what is wrong), a ``sessionId`` that is not a UUID or is taken, a deferred call
             without a usable continuation token.
     """
+    if require_agent and get_registry().get(agent_slug) is None:
+        raise UnknownAgent(agent_slug)
     problem = document_problem(document)
     if problem is not None:
         raise BadRequest(f"the session document cannot be read: {problem}")
