@@ -139,3 +139,21 @@ def test_every_session_file_prints_in_every_mode(path: Path) -> None:
         render_markdown(document, options)
     first = render_markdown(document, PrintOptions(n_turns=1, funny_stamp=False))
     assert first.startswith("# Session") and "Step 2" not in first
+
+
+def test_byte_usage_of_new_llm_turns_is_computed_as_agents_exe_does() -> None:
+    from sessions_app.document import llm_byte_usage, llm_turn
+
+    document = json.loads((FIXTURES / "sessions" / "activation-session.json").read_text())
+    llm_turns = [turn for turn in document["turns"] if turn["tag"] == "LlmTurn"]
+    assert llm_turns
+    for turn in llm_turns:
+        response = turn["contents"]["llmResponse"]
+        computed = llm_byte_usage(
+            response["responseText"], response["responseThinking"], turn["contents"]["llmToolCalls"],
+            turn["byteUsage"].get("stepTokenUsage"),
+        )
+        assert computed == turn["byteUsage"]
+    made = llm_turn({}, "hé", None, [], None)
+    assert made["byteUsage"] == {"stepInputBytes": 0, "stepOutputBytes": 5, "stepReasoningBytes": 0,
+                                 "stepToolBytes": 0, "stepTotalBytes": 5}
