@@ -195,7 +195,7 @@ class SessionViewSet(ApiViewSet):
     )
     @action(detail=False, methods=["post"], url_path="import")
     def import_session(self, request: Request) -> Response:
-        """Store an agents-exe session file as a session of ``agent`` (our extension: docs/api.md §7.17)."""
+        """Store an agents-exe session file as a session of ``agent`` (our extension: docs/api.md §7.16)."""
         data = validated(SessionImportSerializer, json_object_body(request))
         session = sessions.session_import(
             document=data["session"], agent_slug=data["agent"], owner=request.user.owner, require_agent=True
@@ -209,7 +209,7 @@ class SessionViewSet(ApiViewSet):
     )
     @action(detail=True, methods=["get"])
     def export(self, request: Request, session_id: str) -> Response:
-        """The session as an agents-exe session file: its document, as is (docs/api.md §7.17)."""
+        """The session as an agents-exe session file: its document, as is (docs/api.md §7.16)."""
         session = selectors.session_get(_session_id(session_id))
         return Response(session.parsed_document())
 

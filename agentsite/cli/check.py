@@ -1,5 +1,5 @@
 """``agents check``: validate the agent files and show what the model would see (docs/agents.md §5,
-docs/cli.md §4.1)."""
+docs/cli.md §6.1)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     ``--tools`` adds the root's tools after its line, as the model sees them (``openai``: the
     ``tools`` array of the chat-completions request), and ``--show-config`` prints each root
-    agent file before its line (docs/cli.md §4.1).
+    agent file before its line (docs/cli.md §6.1).
 
     Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
     it and logs ``tools.skipped``), and so are two files with the same root slug. Each MCP server
