@@ -55,8 +55,8 @@ def test_run_prints_exactly_the_answer_writes_the_session_file_and_continues_it(
 ) -> None:
     llm = llm_server(SCRIPT)
     agent = write_agent(tmp_path, "writer", llm.url)
-    (tmp_path / "task.md").write_text("Write the commit message\n")
-    first = exe(tmp_path, "--agent-file", str(agent), "run", "--session-file", "s.json", "-f", "task.md")
+    (tmp_path / "task.txt").write_text("Write the commit message\n")
+    first = exe(tmp_path, "--agent-file", str(agent), "run", "--session-file", "s.json", "-f", "task.txt")
     assert first.returncode == 0, first.stderr
     # the prompt is the file and a newline; the answer is printed with one more
     assert first.stdout == "Fix the parser\n\nanswer to: Write the commit message\n\n\n"
@@ -132,11 +132,11 @@ def test_the_sqq_flow_contracts_hold_as_written(
     config = write_agent(tmp_path, "sqq", llm.url)
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    (tmp_path / "instruction.md").write_text("Make the change")
+    (tmp_path / "instruction.txt").write_text("Make the change")
     check = exe(tmp_path, "--agent-file", str(config), "check")
     assert check.returncode == 0, check.stderr
     run = exe(tmp_path, "--agent-file", str(config), "run", "--session-file", str(sessions / "gh-1.session.json"),
-              "-f", str(tmp_path / "instruction.md"))
+              "-f", str(tmp_path / "instruction.txt"))
     assert run.returncode == 0, run.stderr
     assert run.stdout == "Fix the parser\n\nanswer to: Make the change\n\n"
     printed = exe(tmp_path, "session-print", str(sessions / "gh-1.session.json"))
@@ -160,9 +160,9 @@ def test_run_errors_are_one_line_with_the_documented_codes(
     assert failed.stdout == ""
     assert len(failed.stderr.strip().splitlines()) == 1 and "the run failed" in failed.stderr
 
-    missing = exe(tmp_path, "--agent-file", str(agent), "run", "-f", "nope.md")
+    missing = exe(tmp_path, "--agent-file", str(agent), "run", "-f", "nope.txt")
     assert (missing.returncode, missing.stdout) == (1, "")
-    assert missing.stderr.startswith("agents run: cannot read nope.md")
+    assert missing.stderr.startswith("agents run: cannot read nope.txt")
 
     (tmp_path / "not-a-dir").write_text("")
     no_dir = exe(tmp_path, "--agent-file", str(agent), "--db", str(tmp_path / "not-a-dir" / "x.db"), "run", "-p", "hi")
