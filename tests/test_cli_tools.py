@@ -174,6 +174,15 @@ def test_scaffolding_and_paths(tmp_path: Path, llm_server: Callable[[dict[str, A
 
     init_dir = tmp_path / "fresh"
     init_dir.mkdir()
+    nothing = exe(init_dir, "check", env={"AGENTS_CONFIG_DIR": str(init_dir / "conf")})
+    assert (nothing.returncode, nothing.stdout) == (4, "")
+    assert "no agent file" in nothing.stderr
+    # without a config file, the config directory's default/ holds the agents
+    default = init_dir / "conf" / "default" / "nested"
+    default.mkdir(parents=True)
+    write_agent(default, "fallback", "http://127.0.0.1:9/v1")
+    found = exe(init_dir, "check", env={"AGENTS_CONFIG_DIR": str(init_dir / "conf")})
+    assert found.stdout.startswith("fallback: the fallback test agent (0 tools)"), found.stderr
     initialised = exe(init_dir, "init", env={"AGENTS_CONFIG_DIR": str(init_dir / "conf")})
     assert initialised.returncode == 0, initialised.stderr
     assert (init_dir / "agent.json").is_file() and (init_dir / "tools").is_dir()

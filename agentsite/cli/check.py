@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agentsite.cli.common import (
+    EXIT_AGENT,
+    CliError,
     agent_files,
     install_params_or_exit,
     keys_file,
@@ -50,8 +52,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         api_keys = {}
     roots: dict[str, str] = {}
     specs = []
-    trees = {}
-    for path in agent_files(args):
+    files = agent_files(args)
+    if not files:
+        raise CliError("no agent file: give --agent-file, or write an agents-exe.cfg.json", EXIT_AGENT)
+    for path in files:
         try:
             tree = load_agent_tree(path)
         except AgentLoadError as error:
@@ -62,7 +66,6 @@ def cmd_check(args: argparse.Namespace) -> int:
             problems.append(f"{tree.root.path}: duplicate root agent slug {slug!r} (also in {roots[slug]})")
             continue
         roots[slug] = str(tree.root.path)
-        trees[slug] = tree
         if args.show_config:
             print(json.dumps(json.loads(Path(tree.root.path).read_text(encoding="utf-8-sig")), indent=2))
         for warning in tree.warnings:
