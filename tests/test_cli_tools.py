@@ -172,7 +172,8 @@ def test_scaffolding_and_paths(tmp_path: Path, llm_server: Callable[[dict[str, A
     assert "agents-exe describe" not in exe(tmp_path, "spec", "bash-tools").stdout
     assert exe(tmp_path, "spec", "bash-tools").stdout.startswith("Bash tools")
 
-    init_dir = tmp_path / "fresh"
+    # beside the project, not below it: the project's config file would be found from there
+    init_dir = tmp_path.parent / f"{tmp_path.name}-fresh"
     init_dir.mkdir()
     nothing = exe(init_dir, "check", env={"AGENTS_CONFIG_DIR": str(init_dir / "conf")})
     assert (nothing.returncode, nothing.stdout) == (4, "")
