@@ -5,6 +5,8 @@ against the scripted model."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
 from collections.abc import Callable
@@ -247,3 +249,31 @@ def test_check_tools_openai_is_exactly_what_the_model_receives(
     native = exe(tmp_path, "check", "--agent-file", str(agent), "--tools", "agents-exe")
     assert "<summary>agents-exe tool representation</summary>" in native.stdout
     assert '"paramProperties"' in native.stdout
+
+
+def test_progress_goes_to_stderr_only_when_it_is_a_terminal(
+    tmp_path: Path, llm_server: Callable[[dict[str, Any]], MockLlmServer]
+) -> None:
+    llm = llm_server(SCRIPT)
+    agent = write_agent(tmp_path, "writer", llm.url)
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(BIN / "agents-exe"), "--agent-file", str(agent), "run", "-p", "hello"], cwd=tmp_path,
+            env=base_env(AGENTS_LOG_LEVEL="WARNING"), stdout=subprocess.PIPE, stderr=terminal, timeout=120,
+        )
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+    assert done.returncode == 0
+    assert done.stdout == b"Fix the parser\n\nanswer to: hello\n\n"
+    assert b"turn 2: LlmTurn" in shown
