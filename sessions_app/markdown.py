@@ -93,14 +93,21 @@ def _call_name(call: Any) -> str:
     return str(((call or {}).get("function") or {}).get("name") or "?") if isinstance(call, dict) else "?"
 
 
-def _call_arguments(call: Any) -> str:
+def call_arguments(call: Any) -> Any:
+    """A tool call's arguments: its ``arguments`` JSON string parsed, or the string as it is when
+    it is not JSON (models do send such)."""
     raw = ((call or {}).get("function") or {}).get("arguments") if isinstance(call, dict) else None
     if isinstance(raw, str):
         try:
-            return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+            return json.loads(raw)
         except ValueError:
             return raw
-    return json.dumps(raw, indent=2, ensure_ascii=False)
+    return raw
+
+
+def _call_arguments(call: Any) -> str:
+    arguments = call_arguments(call)
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, indent=2, ensure_ascii=False)
 
 
 def _result_text(response: Any) -> str:

@@ -300,25 +300,33 @@ def join_fleet_or_exit() -> None:
 
 
 
+def open_store(args: argparse.Namespace, command: str) -> None:
+    """Django on the configured database (``--db``, ``DATABASE_URL``, else ``./agents-server.db``,
+    the server's own), migrated, without loading the agents: for the commands that read sessions,
+    import them or record results."""
+    # a one-shot command keeps stderr for what it has to say, not for the server's info logs
+    os.environ.setdefault("AGENTS_LOG_LEVEL", "WARNING")
+    if args.db:
+        os.environ["DATABASE_URL"] = db_url(args.db)
+    setup_django(command)
+    from agentsite.migrate import migrate
+
+    migrate()
+
+
 def open_database(args: argparse.Namespace, command: str, *, first_only: bool = False) -> None:
-    """What the one-shot commands on sessions need: the agents (exit 4 when they do not load),
-    Django on the configured database (``--db``, ``DATABASE_URL``, else ``./agents-server.db``,
-    the server's own), its migrations, and the embedded worker on the embedded default, so that
-    runs go on in this process; scaled out (``REDIS_URL``), runs go to the Celery workers.
+    """What the one-shot commands that run sessions need: :func:`open_store`, the agents (exit 4
+    when they do not load), and the embedded worker on the embedded default, so that runs go on
+    in this process; scaled out (``REDIS_URL``), runs go to the Celery workers.
 
     Unlike ``serve``, nothing is recovered at start: another process (a server) may be running
     sessions of the same database right now.
     """
-    # a one-shot command keeps stderr for what it has to say, not for the server's info logs
-    os.environ.setdefault("AGENTS_LOG_LEVEL", "WARNING")
     install_params_or_exit(args, command)
     apply_agent_flags(args, first_only=first_only)
-    setup_django(command)
+    open_store(args, command)
     from django.conf import settings
 
-    from agentsite.migrate import migrate
-
-    migrate()
     load_agents_or_exit(EXIT_AGENT)
     join_fleet_or_exit()
     if settings.EMBEDDED_WORKER:

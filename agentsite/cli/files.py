@@ -11,6 +11,7 @@ from typing import Any
 
 from agentsite.cli.common import EXIT_TOOL, CliError
 from agentsite.cli.run import read_session_file
+from sessions_app.markdown import call_arguments
 
 
 def cmd_session_print(args: argparse.Namespace) -> int:
@@ -50,29 +51,19 @@ def recorded_calls(document: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]
     ]
 
 
-def _arguments(call: dict[str, Any]) -> Any:
-    raw = (call.get("function") or {}).get("arguments")
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
-
-
 def cmd_list_tool_calls(args: argparse.Namespace) -> int:
     """The tool calls of a session file (indices from 0, across the session)."""
     calls = recorded_calls(read_session_file(Path(args.session_file)))
     if args.format == "json":
         print(json.dumps([
             {"index": i, "turn": turn, "id": call.get("id"), "name": (call.get("function") or {}).get("name"),
-             "arguments": _arguments(call)}
+             "arguments": call_arguments(call)}
             for i, (turn, call) in enumerate(calls)
         ], ensure_ascii=False))
         return 0
     if args.format == "brief":
         for i, (_, call) in enumerate(calls):
-            print(f"{i}\t{(call.get('function') or {}).get('name')}\t{json.dumps(_arguments(call))}")
+            print(f"{i}\t{(call.get('function') or {}).get('name')}\t{json.dumps(call_arguments(call))}")
         return 0
     print(f"Found {len(calls)} tool call(s):")
     for i, (turn, call) in enumerate(calls):
@@ -80,7 +71,7 @@ def cmd_list_tool_calls(args: argparse.Namespace) -> int:
         print(f"[{i}] {(call.get('function') or {}).get('name')}")
         print(f"  Turn: {turn}")
         print("  Arguments: ")
-        print(f"    {json.dumps(_arguments(call), ensure_ascii=False)}")
+        print(f"    {json.dumps(call_arguments(call), ensure_ascii=False)}")
     print()
     print("To replay a tool call:")
     print(f"  agents-exe replay-tool-call --session {args.session_file} --tool-call <index> --tool <tool-path>")
@@ -96,7 +87,7 @@ def cmd_replay_tool_call(args: argparse.Namespace) -> int:
     if not 0 <= args.tool_call < len(calls):
         raise CliError(f"--tool-call {args.tool_call}: the session has {len(calls)} tool call(s) (0-based)")
     _, call = calls[args.tool_call]
-    arguments = _arguments(call)
+    arguments = call_arguments(call)
     tool = load_tool(args.tool)
     problems = payload_problems(tool, arguments)
     if problems:

@@ -75,10 +75,15 @@ def paused_report(session: Any) -> dict[str, Any]:
     }
 
 
+def session_file_text(document: dict[str, Any]) -> str:
+    """A session document as agents-exe writes its session files: sorted keys, two-space indent."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def write_session_file(path: Path, document: dict[str, Any]) -> None:
-    """Write the session document as agents-exe does (sorted keys, two-space indent), atomically."""
+    """Write a session file atomically (a temporary file renamed over it)."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    temporary.write_text(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.write_text(session_file_text(document), encoding="utf-8")
     temporary.replace(path)
 
 

@@ -17,13 +17,12 @@ from agentsite.cli.common import (
     EXIT_AGENT,
     CliError,
     agent_files,
-    apply_agent_flags,
     open_database,
+    open_store,
     project_config,
-    setup_django,
 )
 from agentsite.cli.prompt import add_prompt_flags, assemble_prompt, read_media
-from agentsite.cli.run import read_session_file, the_agent_slug, wait_until_stopped
+from agentsite.cli.run import read_session_file, session_file_text, the_agent_slug, wait_until_stopped
 
 
 def _session_id(value: str) -> uuid.UUID:
@@ -98,22 +97,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _advance(args, "until_blocked")
 
 
-def _open_store(args: argparse.Namespace, command: str) -> None:
-    """Django on the configured database, without the agents (reads, imports, results)."""
-    import os
-
-    os.environ.setdefault("AGENTS_LOG_LEVEL", "WARNING")
-    apply_agent_flags(argparse.Namespace(**{**vars(args), "agent": None}))
-    setup_django(command)
-    from agentsite.migrate import migrate
-
-    migrate()
-
-
 def cmd_pending(args: argparse.Namespace) -> int:
     """The deferred calls waiting for a result: one block per call, or ``{"calls": [...]}`` with
     ``--json`` (the body of ``GET /v1/sessions/:id/pending``)."""
-    _open_store(args, "session pending")
+    open_store(args, "session pending")
     from sessions_app import selectors
 
     session = _api(selectors.session_get, session_id=_session_id(args.session_id))
@@ -148,7 +135,7 @@ def cmd_complete(args: argparse.Namespace) -> int:
         token = uuid.UUID(args.token)
     except ValueError:
         raise CliError(f"{args.token!r} is not a continuation token (a UUID)") from None
-    _open_store(args, "session complete")
+    open_store(args, "session complete")
     from sessions_app.services import continuations
 
     session = _api(continuations.continuation_complete, token=token, result=result, resume=False)
@@ -161,7 +148,7 @@ def cmd_complete(args: argparse.Namespace) -> int:
 def cmd_run_isolated(args: argparse.Namespace) -> int:
     """Report the deferred ``runIsolated`` calls: no isolated runner is configured on the command
     line (docs/decisions.md), so they wait for an external worker like any deferred call."""
-    _open_store(args, "session run-isolated")
+    open_store(args, "session run-isolated")
     from sessions_app import selectors
 
     session = _api(selectors.session_get, session_id=_session_id(args.session_id))
@@ -186,7 +173,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             slug = load_agent_tree(found[0]).root.spec.slug
         except AgentLoadError as error:
             raise CliError(error.problems[0], EXIT_AGENT) from error
-    _open_store(args, "session import")
+    open_store(args, "session import")
     from sessions_app.services import sessions
 
     session = _api(sessions.session_import, document=document, agent_slug=slug, owner=args.owner)
@@ -196,11 +183,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the session's agents-exe document to stdout (or ``--output``)."""
-    _open_store(args, "session export")
+    open_store(args, "session export")
     from sessions_app import selectors
 
     session = _api(selectors.session_get, session_id=_session_id(args.session_id))
-    text = json.dumps(session.document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    text = session_file_text(session.document)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:

@@ -109,6 +109,17 @@ def session_create(
     return session
 
 
+def _readable_session_id(document: Any) -> uuid.UUID:
+    """The ``sessionId`` of a session document this server can read; 400 ``bad_request`` otherwise."""
+    problem = document_problem(document)
+    if problem is not None:
+        raise BadRequest(f"the session document cannot be read: {problem}")
+    try:
+        return uuid.UUID(str(document.get("sessionId")))
+    except ValueError:
+        raise BadRequest(f"sessionId {document.get('sessionId')!r} is not a UUID") from None
+
+
 def session_import(
     *, document: Any, agent_slug: str, owner: str | None = None, require_agent: bool = False
 ) -> Session:
@@ -128,13 +139,7 @@ def session_import(
     """
     if require_agent and get_registry().get(agent_slug) is None:
         raise UnknownAgent(agent_slug)
-    problem = document_problem(document)
-    if problem is not None:
-        raise BadRequest(f"the session document cannot be read: {problem}")
-    try:
-        session_id = uuid.UUID(str(document.get("sessionId")))
-    except ValueError:
-        raise BadRequest(f"sessionId {document.get('sessionId')!r} is not a UUID") from None
+    session_id = _readable_session_id(document)
     with transaction.atomic():
         if Session.objects.filter(pk=session_id).exists():
             raise BadRequest(f"session {session_id} exists already")
@@ -154,13 +159,7 @@ def session_from_file(*, document: Any, agent_slug: str, owner: str | None = Non
         ApiError: those of :func:`session_import`; 409 ``run_in_progress`` when the stored session
             differs from the file and a run is going on it.
     """
-    problem = document_problem(document)
-    if problem is not None:
-        raise BadRequest(f"the session document cannot be read: {problem}")
-    try:
-        session_id = uuid.UUID(str(document.get("sessionId")))
-    except ValueError:
-        raise BadRequest(f"sessionId {document.get('sessionId')!r} is not a UUID") from None
+    session_id = _readable_session_id(document)
     with transaction.atomic():
         if not Session.objects.filter(pk=session_id).exists():
             return session_import(document=document, agent_slug=agent_slug, owner=owner)
