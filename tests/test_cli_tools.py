@@ -198,3 +198,18 @@ def test_serve_takes_the_live_session_ttl_and_says_it_is_ignored(
     server = start_server([agent], extra_args=["--live-session-ttl", "60"])
     assert server.client.get("/healthz").status_code == 200
     assert '"server.option_ignored"' in server.process.output()
+
+
+def test_tool_paths_are_also_looked_for_beside_the_config_file(tmp_path: Path) -> None:
+    write_tool(tmp_path / "tools", "echo", ECHO_TOOL, 'echo "$2"')
+    (tmp_path / "agents").mkdir()
+    write_agent(tmp_path / "agents", "rooted", "http://127.0.0.1:9/v1", toolDirectory="tools")
+    (tmp_path / "agents-exe.cfg.json").write_text(json.dumps({"agentsFiles": ["agents/rooted.json"]}))
+    work = tmp_path / "src" / "deep"
+    work.mkdir(parents=True)
+    checked = exe(work, "check")
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines() == [
+        "rooted: the rooted test agent (1 tools)",
+        f"  rooted: toolDirectory 'tools': the directory of agents-exe.cfg.json ({tmp_path / 'tools'})",
+    ]

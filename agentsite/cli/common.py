@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentsite.cli.config import (
+from agentsite.env import env
+from agentsite.project_config import (
     ConfigError,
     ProjectConfig,
     default_api_keys_file,
     discovered_agent_files,
     load_project_config,
 )
-from agentsite.env import env
 
 log = logging.getLogger("agentsite.cli")
 

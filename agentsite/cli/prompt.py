@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsite.cli.common import EXIT_CONFIG, CliError
-from agentsite.cli.config import ProjectConfig
+from agentsite.project_config import ProjectConfig
 
 #: Media files larger than this are refused (bytes).
 MAX_MEDIA_BYTES = 50 * 1024 * 1024

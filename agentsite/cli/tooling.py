@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsite.cli.common import EXIT_AGENT, EXIT_TOOL, CliError, agent_files, keys_file, project_config
-from agentsite.cli.config import CONFIG_FILE_NAME, SECRET_KEYS_NAME, discovered_agent_files
+from agentsite.project_config import CONFIG_FILE_NAME, SECRET_KEYS_NAME, discovered_agent_files
 
 #: The placeholder ``config api-key create`` writes.
 KEY_PLACEHOLDER = "<insert-your-api-key-here>"

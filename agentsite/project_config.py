@@ -1,5 +1,5 @@
-"""Where the command line finds things: ``agents-exe.cfg.json``, the config directory, the agent
-files, the API keys file (docs/cli.md §2).
+"""Where the command line and the agent loader find things: ``agents-exe.cfg.json``, the config
+directory, the agent files, the API keys file (docs/cli.md §2).
 
 Nothing here starts Django or reads the database: these are files on disk, found the way
 agents-exe finds them, so that a project laid out for agents-exe works unchanged.
