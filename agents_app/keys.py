@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentsite.env import env
+
 
 class ApiKeysError(Exception):
     """The API keys file is missing, unreadable or malformed; the message names the file."""
@@ -57,6 +59,12 @@ def load_api_keys(path: str | Path | None) -> dict[str, str]:
         return _parse(document)
     except ValueError as exc:
         raise ApiKeysError(f"{file}: {exc}") from None
+
+
+def fallback_api_key() -> str | None:
+    """``AGENTS_API_KEY``: the key of an agent whose ``apiKeyId`` the keys file lacks (docs/cli.md
+    §2.3), or ``None`` when it is not set."""
+    return env.str("AGENTS_API_KEY", default="") or None
 
 
 def api_key_for(keys: dict[str, str], key_id: str) -> str | None:

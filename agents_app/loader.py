@@ -30,6 +30,7 @@ from agents_app import schema
 from agents_app.builtins import parse_builtin_toolboxes
 from agents_app.parameters import process_values, spec_problems, with_problems
 from agents_app.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
+from agentsite.project_config import find_config_file
 
 #: Suffixes of the files inside a ``toolDirectory`` that are helper agents (docs/agents.md §4).
 AGENT_FILE_SUFFIXES = (".json", ".tramaj")
@@ -69,6 +70,7 @@ class AgentLoadError(Exception):
 #: The bases a path can be taken from (docs/agents.md §3), as ``agents check`` names them.
 AGENT_DIRECTORY = "the agent file's directory"
 WORKING_DIRECTORY = "the working directory"
+CONFIG_DIRECTORY = "the directory of agents-exe.cfg.json"
 STORED_FILES = "the agent's files"
 ABSOLUTE = "absolute"
 
@@ -124,7 +126,8 @@ class LoadedAgent:
 
         An absolute path is taken as it is. A relative one is looked for from the agent file's
         directory, then from the working directory (agents-exe's users run it from the root of
-        a checkout and name tools from there); the first that exists is taken, else the first
+        a checkout and name tools from there), then from the directory of the project's
+        ``agents-exe.cfg.json`` (docs/cli.md §2.1); the first that exists is taken, else the first
         place. A stored agent's relative paths name its own files only. Paths are normalised
         (``.`` and ``..`` removed); symbolic links are not followed.
         """
@@ -134,6 +137,10 @@ class LoadedAgent:
         bases = [(AGENT_DIRECTORY if self.path is not None else STORED_FILES, self.base_dir)]
         if self.path is not None:
             bases.append((WORKING_DIRECTORY, Path.cwd()))
+            # the project's root, when the command runs from one of its subdirectories
+            config_file = find_config_file()
+            if config_file is not None:
+                bases.append((CONFIG_DIRECTORY, config_file.parent))
         places: dict[Path, str] = {}
         for label, base in bases:
             places.setdefault(Path(os.path.normpath(base / candidate)), label)

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.keys import api_key_for
+from agents_app.keys import api_key_for, fallback_api_key
 from agents_app.loader import AgentTree, LoadedAgent
 from agents_app.narrowing import helper_tools
 from agents_app.parameters import AgentParameters, ParamValue
@@ -129,7 +129,8 @@ def runtime_agent(slug: str) -> RuntimeAgent:
             policy=ToolCallPolicy.from_config(
                 loaded.spec.toolCallPolicyConfig, frozenset(tool.name for tool in loaded.spec.externalTools)
             ),
-            api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId),
+            # AGENTS_API_KEY stands in for a key id the shared file lacks (docs/cli.md §2.3)
+            api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId) or fallback_api_key(),
             owner_api_keys=registry.owner_api_keys,
             parameters=parameters,
         )

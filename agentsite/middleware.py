@@ -9,6 +9,8 @@ needs, run for the admin's paths only (:class:`AdminMiddleware`).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,6 +24,8 @@ from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
 
 from agentsite.errors import BadRequest, PayloadTooLarge, json_error
+
+access_log = logging.getLogger("agentsite.access")
 
 #: The paths of Django's admin and its static files.
 ADMIN_PREFIXES = ("/admin/", "/static/")
@@ -64,6 +68,30 @@ class HybridMiddleware:
 
     def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         """The answer, possibly changed."""
+        return response
+
+
+class AccessLogMiddleware(HybridMiddleware):
+    """One log line per request (``http.request``): method, path without its query (which may carry
+    ``access_token``), status, and the milliseconds until the answer's head was ready, which for an
+    event stream is its first byte, not its end (the README, "Running it for real")."""
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        request.META["agents.started"] = time.monotonic()
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        started = request.META.get("agents.started", time.monotonic())
+        access_log.info(
+            "request",
+            extra={
+                "kind": "http.request",
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "ttfb_ms": round((time.monotonic() - started) * 1000, 1),
+            },
+        )
         return response
 
 

@@ -126,7 +126,36 @@ def llm_turn(
     }
     if usage is not None:
         response["responseTokenUsage"] = usage
-    return {"tag": "LlmTurn", "contents": {"llmResponse": response, "llmToolCalls": tool_calls}}
+    return {
+        "tag": "LlmTurn",
+        "contents": {"llmResponse": response, "llmToolCalls": tool_calls},
+        "byteUsage": llm_byte_usage(text, thinking, tool_calls, usage),
+    }
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+
+
+def llm_byte_usage(
+    text: str, thinking: str | None, tool_calls: list[dict[str, Any]], usage: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The ``byteUsage`` agents-exe writes on an ``LlmTurn`` (docs/sessions.md §1.4): bytes of the
+    answer's text and reasoning as JSON strings, of each tool call as compact JSON, their total,
+    and the provider's token counts when it gave them. Bytes, not tokens."""
+    output = _json_bytes(text or "")
+    reasoning = _json_bytes(thinking) if thinking else 0
+    tools = sum(_json_bytes(call) for call in tool_calls)
+    byte_usage: dict[str, Any] = {
+        "stepInputBytes": 0,
+        "stepOutputBytes": output,
+        "stepReasoningBytes": reasoning,
+        "stepToolBytes": tools,
+        "stepTotalBytes": output + reasoning + tools,
+    }
+    if usage is not None:
+        byte_usage["stepTokenUsage"] = usage
+    return byte_usage
 
 
 def partial_turn(

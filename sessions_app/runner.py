@@ -25,6 +25,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents_app.keys import fallback_api_key
 from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
 from agents_app.registry import get_registry
@@ -498,7 +499,7 @@ def _redacted(detail: str | None) -> str | None:
     if detail is None:
         return None
     registry = get_registry()
-    secrets = [*registry.api_keys.values()]
+    secrets = [*registry.api_keys.values(), *filter(None, [fallback_api_key()])]
     secrets += [value for keys in registry.owner_api_keys.values() for value in keys.values()]
     try:
         digests = [digest for digest, _ in auth_config().digests]

@@ -149,6 +149,13 @@ class SessionCreateSerializer(serializers.Serializer):
     params = ParamsInputField(required=False, allow_null=True)
 
 
+class SessionImportSerializer(serializers.Serializer):
+    """Body of ``POST /v1/sessions/import``: an agents-exe session document and the agent it runs with."""
+
+    agent = StrictCharField()
+    session = SessionDocumentField()
+
+
 class MessageSerializer(serializers.Serializer):
     """Body of ``POST /v1/sessions/:id/messages``."""
 

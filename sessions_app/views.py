@@ -46,6 +46,7 @@ from sessions_app.serializers import (
     ReceiptSerializer,
     ResumeSerializer,
     SessionCreateSerializer,
+    SessionImportSerializer,
     SessionListSerializer,
     SessionMetaSerializer,
     SessionViewSerializer,
@@ -186,6 +187,31 @@ class SessionViewSet(ApiViewSet):
             # shown this once; only its digest is stored (docs/api.md §10.5)
             session.session_token = session_token
         return session_answer(request, session, created=True)
+
+    @extend_schema(
+        operation_id="importSession",
+        request=SessionImportSerializer,
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413)},
+    )
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_session(self, request: Request) -> Response:
+        """Store an agents-exe session file as a session of ``agent`` (our extension: docs/api.md §7.16)."""
+        data = validated(SessionImportSerializer, json_object_body(request))
+        session = sessions.session_import(
+            document=data["session"], agent_slug=data["agent"], owner=request.user.owner, require_agent=True
+        )
+        return session_answer(request, session, created=True)
+
+    @extend_schema(
+        operation_id="exportSession",
+        parameters=[SESSION_ID],
+        responses={200: {"$ref": "#/components/schemas/SessionDocument"}, **error_responses(403, 404, 422)},
+    )
+    @action(detail=True, methods=["get"])
+    def export(self, request: Request, session_id: str) -> Response:
+        """The session as an agents-exe session file: its document, as is (docs/api.md §7.16)."""
+        session = selectors.session_get(_session_id(session_id))
+        return Response(session.parsed_document())
 
     @extend_schema(
         operation_id="getSession",

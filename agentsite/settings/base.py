@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # outermost: the status it logs is the one the client gets
+    "agentsite.middleware.AccessLogMiddleware",
     # first, so that preflights, origin refusals and every other answer get the CORS headers
     "agentsite.access.CorsMiddleware",
     "agentsite.middleware.BodyLimitMiddleware",

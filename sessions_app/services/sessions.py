@@ -110,32 +110,66 @@ def session_create(
     return session
 
 
-def session_import(*, document: Any, agent_slug: str, owner: str | None = None) -> Session:
-    """Store a session document written by agents-exe as a new session of ``agent_slug``.
-
-    The document is kept as it is (docs/sessions.md §1.1, §1.7), under its own ``sessionId``; its
-    status is the one its turns imply, and its deferred calls get their continuations, so that
-    it goes on as if this server had written it (``agents manage import_session``). The agent
-    need not be loaded now: it must be when the session runs.
-
-    Raises:
-        ApiError: 400 ``bad_request``: a document this server cannot read (naming the turn and
-            what is wrong), a ``sessionId`` that is not a UUID or is taken, a deferred call
-            without a usable continuation token.
-    """
+def _readable_session_id(document: Any) -> uuid.UUID:
+    """The ``sessionId`` of a session document this server can read; 400 ``bad_request`` otherwise."""
     problem = document_problem(document)
     if problem is not None:
         raise BadRequest(f"the session document cannot be read: {problem}")
     try:
-        session_id = uuid.UUID(str(document.get("sessionId")))
+        return uuid.UUID(str(document.get("sessionId")))
     except ValueError:
         raise BadRequest(f"sessionId {document.get('sessionId')!r} is not a UUID") from None
+
+
+def session_import(
+    *, document: Any, agent_slug: str, owner: str | None = None, require_agent: bool = False
+) -> Session:
+    """Store a session document written by agents-exe as a new session of ``agent_slug``.
+
+    The document is kept as it is (docs/sessions.md §1.1, §1.7), under its own ``sessionId``; its
+    status is the one its turns imply, and its deferred calls get their continuations, so that
+    it goes on as if this server had written it (``agents session import``, ``POST
+    /v1/sessions/import``). The agent need not be loaded now (it must be when the session runs),
+    unless ``require_agent``.
+
+    Raises:
+        ApiError: 404 ``unknown_agent`` with ``require_agent`` and no such root agent.
+        ApiError: 400 ``bad_request``: a document this server cannot read (naming the turn and
+            what is wrong), a ``sessionId`` that is not a UUID or is taken, a deferred call
+            without a usable continuation token.
+    """
+    if require_agent and get_registry().get(agent_slug) is None:
+        raise UnknownAgent(agent_slug)
+    session_id = _readable_session_id(document)
     with transaction.atomic():
         if Session.objects.filter(pk=session_id).exists():
             raise BadRequest(f"session {session_id} exists already")
         session = insert_session(
             document, id=session_id, agent_slug=agent_slug, owner=owner, status=doc.status_of(document)
         )
+        adopt_deferred_calls(session, document)
+    return session
+
+
+def session_from_file(*, document: Any, agent_slug: str, owner: str | None = None) -> Session:
+    """The session of a session file (``agents run --session-file``, docs/cli.md §3.1): imported
+    when this database does not have it yet (:func:`session_import`), else brought to the file's
+    document when the two differ (the file is what the user kept: it wins).
+
+    Raises:
+        ApiError: those of :func:`session_import`; 409 ``run_in_progress`` when the stored session
+            differs from the file and a run is going on it.
+    """
+    session_id = _readable_session_id(document)
+    with transaction.atomic():
+        if not Session.objects.filter(pk=session_id).exists():
+            return session_import(document=document, agent_slug=agent_slug, owner=owner)
+        session = lock_session(session_id)
+        if session.document == document:
+            return session
+        if run_is_active(session):
+            raise RunInProgress(session.pk)
+        session = store(session, document, status=doc.status_of(document), status_detail=None)
         adopt_deferred_calls(session, document)
     return session
 
