@@ -16,11 +16,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
 from tests.harness import ROOT, Server, base_env, write_agent
 from tests.owners import owner, write_tokens
+
+# chromium through Playwright (the conftest marks browser tests integration too)
+pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -50,6 +50,7 @@ def files(tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -77,6 +78,7 @@ def test_serve_refuses_inconsistent_auth_flags(files: dict[str, str], args: list
     assert "server started" not in result.stderr
 
 
+@pytest.mark.integration
 def test_the_same_refusals_from_environment_variables(files: dict[str, str]) -> None:
     result = serve("--agent-file", files["agent"], "--db", files["db"], env={"AGENTS_ADMIN_OWNERS": "root"})
     assert result.returncode == 2 and "--admin-owners needs --auth-tokens" in result.stderr

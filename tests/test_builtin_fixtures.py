@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.harness import FIXTURES, ROOT, base_env
 
 AGENTS = FIXTURES / "agents"
@@ -42,6 +44,7 @@ def test_these_are_the_fixtures_with_built_in_toolboxes() -> None:
     assert using == BUILTIN_USERS
 
 
+@pytest.mark.integration
 def test_the_fixtures_as_they_are() -> None:
     result = check(*sorted(AGENTS.glob("*.json")))
     assert result.returncode == 1
@@ -89,6 +92,7 @@ def _lay_out(tmp: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.integration
 def test_laid_out_as_in_their_repositories_every_built_in_user_passes_but_mcp(tmp_path: Path) -> None:
     files = _lay_out(tmp_path)
     passing = check(files["architect"], files["oneshot"], files["retro"], files["ollama"], cwd=tmp_path)

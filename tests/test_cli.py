@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.harness import FIXTURES, ROOT, base_env, free_port, write_agent
+
+# every test here runs the agents command line as a process
+pytestmark = pytest.mark.integration
 
 AGENTS = FIXTURES / "agents"
 

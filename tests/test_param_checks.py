@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.harness import ROOT, base_env, free_port, write_agent, write_tool
+
+# every test here runs the agents command line as a process
+pytestmark = pytest.mark.integration
 
 TENANT = {"tag": "Param", "contents": "tenant"}
 TOKEN = {"tag": "Param", "contents": "token"}

@@ -17,7 +17,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.harness import FIXTURES, ROOT, Server, base_env, write_tool
+
+# every test here runs the agents command line as a process
+pytestmark = pytest.mark.integration
 
 AGENTS = FIXTURES / "agents"
 STUB = {

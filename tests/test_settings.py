@@ -105,6 +105,7 @@ def test_an_empty_key_file_is_refused(clean_env: pytest.MonkeyPatch, tmp_path: P
         secret_key()
 
 
+@pytest.mark.integration
 def test_serve_on_postgresql_without_a_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
     agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
     result = subprocess.run(
@@ -150,6 +151,7 @@ def test_allowed_hosts_from_the_environment(tmp_path: Path, start_server: Callab
     assert server.client.get("/v1/agents", headers={"Host": "localhost"}).status_code == 400
 
 
+@pytest.mark.integration
 def test_a_server_bound_to_an_address_answers_requests_naming_it(tmp_path: Path) -> None:
     agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
     port = free_port()
