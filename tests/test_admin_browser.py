@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
-from tests.harness import ROOT, Server, base_env, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, write_agent
 from tests.owners import owner, write_tokens
 
 # chromium through Playwright (the conftest marks browser tests integration too)
@@ -81,7 +81,7 @@ def test_an_operator_stores_an_agent_and_completes_a_pending_call_in_the_admin(
         env=base_env(DATABASE_URL=f"sqlite:///{server.db}", DJANGO_SUPERUSER_PASSWORD=PASSWORD),
         check=True,
         capture_output=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
 
     with sync_playwright() as playwright:

@@ -16,12 +16,14 @@ import pytest
 
 from agentsite.auth import AuthConfigError, build_auth_config, is_loopback_origin, load_tokens_file, normalize_origin
 from devtools.mockllm import MockLlmServer
-from tests.harness import ROOT, Server, base_env, free_port, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, free_port, write_agent
 from tests.owners import TOKENS, owner, write_tokens
 from tests.streams import SseReader
 
 
-def serve(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def serve(
+    *argv: str, env: dict[str, str] | None = None, timeout: float = PROCESS_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentsite.cli", "serve", "--port", str(free_port()), *argv],
         cwd=ROOT,
@@ -100,7 +102,7 @@ def test_a_worker_refuses_a_missing_owner_keys_file(files: dict[str, str], redis
         env=base_env(REDIS_URL=redis_url),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 2 and "API keys file not found" in result.stderr
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import FIXTURES, ROOT, base_env
+from tests.harness import FIXTURES, PROCESS_TIMEOUT, ROOT, base_env
 
 AGENTS = FIXTURES / "agents"
 BUILTIN_USERS = {
@@ -36,7 +36,9 @@ def check(*files: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "agentsite.cli", "check"]
     for path in files:
         argv += ["--agent-file", str(path)]
-    return subprocess.run(argv, cwd=cwd, env=base_env(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        argv, cwd=cwd, env=base_env(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
 
 
 def test_these_are_the_fixtures_with_built_in_toolboxes() -> None:

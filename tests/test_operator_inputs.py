@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT, Server, base_env, free_port, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, free_port, write_agent
 from tests.owners import owner, write_tokens
 
 
@@ -76,7 +76,7 @@ def test_a_token_listed_for_two_owners_is_refused_at_startup(tmp_path: Path) -> 
         env=base_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 2
     assert "the same token is listed for another owner" in result.stderr

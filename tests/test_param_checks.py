@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT, base_env, free_port, write_agent, write_tool
+from tests.harness import PROCESS_TIMEOUT, ROOT, base_env, free_port, write_agent, write_tool
 
 # every test here runs the agents command line as a process
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ def agents(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complete
         env=base_env(**(env or {})),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PROCESS_TIMEOUT,
     )
 
 

@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agentsite.env import data_dir, default_allowed_hosts
 from agentsite.secret_key import KEY_FILE, ensure_secret_key, secret_key
-from tests.harness import ROOT, Process, Server, base_env, free_port, wait_until, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Process, Server, base_env, free_port, wait_until, write_agent
 
 POSTGRES = "postgres://agents@db.example:5432/agents"
 
@@ -114,7 +114,7 @@ def test_serve_on_postgresql_without_a_key_refuses_to_start_in_one_line(tmp_path
         env=base_env(DATABASE_URL=POSTGRES),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 2
     assert result.stderr.startswith("agents serve: set DJANGO_SECRET_KEY")
@@ -166,7 +166,7 @@ def test_a_server_bound_to_an_address_answers_requests_naming_it(tmp_path: Path)
             except httpx.TransportError:
                 return False
 
-        wait_until(healthy, timeout=60, interval=0.1)
+        wait_until(healthy, timeout=PROCESS_TIMEOUT, interval=0.1)
         assert httpx.get(f"http://127.0.0.2:{port}/v1/agents").status_code == 200
     finally:
         process.stop()

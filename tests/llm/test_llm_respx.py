@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,7 +17,7 @@ import pytest
 import respx
 
 from agents_app import llm
-from agents_app.llm import LlmError, complete
+from agents_app.llm import LlmAnswer, LlmError, complete
 from tests.llm import respx_httpx2  # noqa: F401 - registers respx.mock(using="httpx2")
 
 from .helpers import make_spec, user, weather_tool
@@ -58,7 +59,10 @@ def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any)
     }
 
 
-def ask(*, flavor: str = "OpenAIv1", api_key: str | None = None, stream: bool = False, **kwargs: Any):
+def ask(
+    *, flavor: str = "OpenAIv1", api_key: str | None = None, stream: bool = False, **kwargs: Any
+) -> tuple[LlmAnswer, list[str]]:
+    """Call ``complete`` on the mocked provider; returns the answer and the text deltas it streamed."""
     deltas: list[str] = []
     answer = complete(
         spec=make_spec(BASE, flavor=flavor),
@@ -72,7 +76,7 @@ def ask(*, flavor: str = "OpenAIv1", api_key: str | None = None, stream: bool = 
 
 
 @pytest.fixture
-def provider():
+def provider() -> Iterator[respx.MockRouter]:
     """The mocked provider: every request outside it fails the test."""
     with respx.mock(using="httpx2", assert_all_called=False) as router:
         yield router

@@ -19,6 +19,7 @@ USER = {"tag": "user", "owner": None}
 
 
 def idle_session() -> Session:
+    """A session whose last turn is a final answer (``idle``)."""
     return SessionFactory(turns=[LlmTurnFactory(text="done"), UserTurnFactory()])
 
 
