@@ -15,6 +15,34 @@ import redis
 from devtools.mockllm import MockLlmServer
 from tests.harness import POSTGRES_URL, REDIS_URL, Server, Worker
 
+#: Fixtures that start real processes or servers (``agents serve``, ``agents worker``, the scripted
+#: model): a test that uses one, even through another fixture, is marked ``integration``.
+INTEGRATION_FIXTURES = frozenset({"llm_server", "mock_llm", "start_server", "start_worker"})
+#: Fixtures that need the machine's PostgreSQL or Redis: their tests are marked ``scaled_out``.
+SCALED_OUT_FIXTURES = frozenset({"postgres_url", "redis_url"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses (the README's "Tests"); the tests of
+    ``test_*_browser.py`` are ``browser`` tests.
+
+    ``scaled_out`` and ``browser`` tests are ``integration`` tests too, so that
+    ``-m "not integration"`` leaves the in-process layer only. A test may also mark itself.
+    """
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        # the pages' tests drive chromium, whatever fixtures they use
+        if item.path.name.endswith("_browser.py"):
+            item.add_marker(pytest.mark.browser)
+        if fixtures & SCALED_OUT_FIXTURES:
+            item.add_marker(pytest.mark.scaled_out)
+        if (
+            fixtures & INTEGRATION_FIXTURES
+            or item.get_closest_marker("scaled_out") is not None
+            or item.get_closest_marker("browser") is not None
+        ):
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture
 def llm_server() -> Iterator[Callable[[dict[str, Any]], MockLlmServer]]:
@@ -100,6 +128,23 @@ def redis_url() -> Iterator[str]:
     if locks.get(f"agents-tests:db:{number}") == owner.encode():
         locks.delete(f"agents-tests:db:{number}")
     locks.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker, hand the answers it checked to the controller, which reports them."""
+    from tests import contract
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["contract_checked"] = dict(contract.CHECKED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """Add up, in the controller, what each pytest-xdist worker checked (see above)."""
+    from tests import contract
+
+    contract.CHECKED.update(getattr(node, "workeroutput", {}).get("contract_checked", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The agents-exe agent and session files used as they are: ``../shared/fixtures`` beside the
 #: project (as CI lays it out), or the folder named by AGENTS_TEST_FIXTURES.
 FIXTURES = Path(os.environ.get("AGENTS_TEST_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+#: Seconds a test waits for a process it started to be ready, or to finish, before it fails: a
+#: guard against hangs, not a speed check. On a loaded machine, with the suite running in
+#: parallel, starting the ``agents`` command line alone can take tens of seconds.
+PROCESS_TIMEOUT = 240.0
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -142,7 +146,7 @@ class Server:
         self.client = httpx.Client(base_url=self.url, timeout=60, event_hooks=contract.hooks())
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 60) -> None:
+    def _wait_ready(self, timeout: float = PROCESS_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.proc.poll() is not None:

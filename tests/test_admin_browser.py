@@ -14,12 +14,16 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, create_superuser, fill_agent, log_in, require_chromium
 from tests.harness import Server, write_agent
 from tests.owners import owner, write_tokens
+
+# chromium through Playwright (the conftest marks browser tests integration too)
+pytestmark = pytest.mark.browser
 
 SCRIPT = {
     "rules": [

@@ -16,12 +16,14 @@ import pytest
 
 from agentsite.auth import AuthConfigError, build_auth_config, is_loopback_origin, load_tokens_file, normalize_origin
 from devtools.mockllm import MockLlmServer
-from tests.harness import ROOT, Server, base_env, free_port, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, free_port, write_agent
 from tests.owners import TOKENS, owner, write_tokens
 from tests.streams import SseReader
 
 
-def serve(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def serve(
+    *argv: str, env: dict[str, str] | None = None, timeout: float = PROCESS_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentsite.cli", "serve", "--port", str(free_port()), *argv],
         cwd=ROOT,
@@ -50,6 +52,7 @@ def files(tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -77,6 +80,7 @@ def test_serve_refuses_inconsistent_auth_flags(files: dict[str, str], args: list
     assert "server started" not in result.stderr
 
 
+@pytest.mark.integration
 def test_the_same_refusals_from_environment_variables(files: dict[str, str]) -> None:
     result = serve("--agent-file", files["agent"], "--db", files["db"], env={"AGENTS_ADMIN_OWNERS": "root"})
     assert result.returncode == 2 and "--admin-owners needs --auth-tokens" in result.stderr
@@ -98,7 +102,7 @@ def test_a_worker_refuses_a_missing_owner_keys_file(files: dict[str, str], redis
         env=base_env(REDIS_URL=redis_url),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 2 and "API keys file not found" in result.stderr
 

@@ -18,7 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import FIXTURES, ROOT, base_env
+import pytest
+
+from tests.harness import FIXTURES, PROCESS_TIMEOUT, ROOT, base_env
 
 AGENTS = FIXTURES / "agents"
 BUILTIN_USERS = {
@@ -34,7 +36,9 @@ def check(*files: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "agentsite.cli", "check"]
     for path in files:
         argv += ["--agent-file", str(path)]
-    return subprocess.run(argv, cwd=cwd, env=base_env(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        argv, cwd=cwd, env=base_env(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
 
 
 def test_these_are_the_fixtures_with_built_in_toolboxes() -> None:
@@ -42,6 +46,7 @@ def test_these_are_the_fixtures_with_built_in_toolboxes() -> None:
     assert using == BUILTIN_USERS
 
 
+@pytest.mark.integration
 def test_the_fixtures_as_they_are() -> None:
     result = check(*sorted(AGENTS.glob("*.json")))
     assert result.returncode == 1
@@ -89,6 +94,7 @@ def _lay_out(tmp: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.integration
 def test_laid_out_as_in_their_repositories_every_built_in_user_passes_but_mcp(tmp_path: Path) -> None:
     files = _lay_out(tmp_path)
     passing = check(files["architect"], files["oneshot"], files["retro"], files["ollama"], cwd=tmp_path)

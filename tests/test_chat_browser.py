@@ -20,10 +20,10 @@ from pathlib import Path
 from playwright.sync_api import Page, expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
+from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.demo import demo_agents, demo_script
 from tests.harness import ROOT, Server, write_agent, write_tool
 from tests.owners import TOKENS, owner, write_tokens
-from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
 
 # The machine running the suite is shared: give the page as long to show a thing as any other wait.
 expect.set_options(timeout=30_000)

@@ -7,12 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import FIXTURES, ROOT, base_env, free_port, write_agent
+import pytest
+
+from tests.harness import FIXTURES, PROCESS_TIMEOUT, ROOT, base_env, free_port, write_agent
+
+# every test here runs the agents command line as a process
+pytestmark = pytest.mark.integration
 
 AGENTS = FIXTURES / "agents"
 
 
-def agents(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def agents(*argv: str, timeout: float = PROCESS_TIMEOUT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentsite.cli", *argv],
         cwd=ROOT,

@@ -19,7 +19,7 @@ from sessions_app.models import DOCUMENTS, Continuation, Event, Session
 from sessions_app.services.recovery import recover_stale_runs
 from sessions_app.services.sessions import session_import
 from sessions_app.store import insert_session, run_fields
-from tests.harness import FIXTURES, ROOT, Server, base_env, write_agent, write_tool
+from tests.harness import FIXTURES, PROCESS_TIMEOUT, ROOT, Server, base_env, write_agent, write_tool
 
 OLDER = FIXTURES / "sessions" / "partial-turn-older.json"
 OLDER_TOKEN = "9a4c1e2b-7f3d-4e5a-b6c7-d8e9f0a1b2c3"
@@ -33,7 +33,7 @@ def _import(server: Server, path: Path, agent: str) -> subprocess.CompletedProce
         env=base_env(DATABASE_URL=f"sqlite:///{server.db}"),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from devtools.mockllm import MockLlmServer
-from tests.harness import Server, wait_until, write_agent, write_tool
+from tests.harness import PROCESS_TIMEOUT, Server, wait_until, write_agent, write_tool
 
 SCRIPT = {
     "rules": [
@@ -27,16 +27,42 @@ SCRIPT = {
 }
 
 
+def _release(tmp_path: Path) -> None:
+    """Let the held slow tool go on (see :func:`_setup`)."""
+    (tmp_path / "slow.released").touch()
+
+
+def _slow_tool_started(tmp_path: Path) -> None:
+    """Wait until the slow tool runs."""
+    wait_until(lambda: (tmp_path / "slow.started").exists(), timeout=PROCESS_TIMEOUT)
+
+
 def _post(server: Server, path: str, body: dict | None = None):
     return server.client.post(path, content=json.dumps(body) if body is not None else b"")
 
 
 def _setup(
-    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server], **extra
+    tmp_path: Path,
+    llm_server: Callable[..., MockLlmServer],
+    start_server: Callable[..., Server],
+    *,
+    held: bool = False,
+    **extra,
 ) -> tuple[Server, MockLlmServer]:
+    """The busy agent's server and model. With ``held``, the slow tool, once started, waits for
+    :func:`_release` before it goes on: what a test posts in between reaches a run whose tool
+    is surely running, however loaded the machine."""
     llm = llm_server(SCRIPT)
     tools = tmp_path / "tools"
-    write_tool(tools, "slow", {"slug": "slow", "description": "slow", "args": []}, "sleep 1.5; echo slow result")
+    if not held:
+        _release(tmp_path)
+    write_tool(
+        tools,
+        "slow",
+        {"slug": "slow", "description": "slow", "args": []},
+        f"touch {tmp_path}/slow.started; while [ ! -e {tmp_path}/slow.released ]; do sleep 0.05; done;"
+        " sleep 1.5; echo slow result",
+    )
     write_tool(
         tools,
         "sleeper",
@@ -81,14 +107,16 @@ def _text(message: dict) -> str:
 
 
 def test_messages_posted_during_a_run_reach_the_model_once_in_order(tmp_path, llm_server, start_server) -> None:
-    server, llm = _setup(tmp_path, llm_server, start_server)
+    server, llm = _setup(tmp_path, llm_server, start_server, held=True)
     created = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()
     sid = created["session_id"]
     wait_until(lambda: len(llm.requests) == 1)
+    _slow_tool_started(tmp_path)
     for text in ("first note", "second note", "third note"):
         answer = _post(server, f"/v1/sessions/{sid}/messages", {"prompt": text})
         assert answer.status_code == 202, answer.text
         assert answer.json()["status"] == "running"
+    _release(tmp_path)
     final = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
     assert final["status"] == "idle"
     every_text = [_text(m) for r in llm.requests for m in r["messages"] if m["role"] == "user"]
@@ -146,11 +174,13 @@ def test_mail_is_idempotent_and_checked(tmp_path, llm_server, start_server) -> N
 
 
 def test_pause_stops_the_run_and_resume_continues(tmp_path, llm_server, start_server) -> None:
-    server, llm = _setup(tmp_path, llm_server, start_server)
+    server, llm = _setup(tmp_path, llm_server, start_server, held=True)
     sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()["session_id"]
     wait_until(lambda: len(llm.requests) == 1)
+    _slow_tool_started(tmp_path)
     paused = _post(server, f"/v1/sessions/{sid}/pause")
     assert paused.status_code in (200, 202)
+    _release(tmp_path)
     view = server.client.get(f"/v1/sessions/{sid}?wait=true&timeout=30").json()
     assert view["status"] == "paused"
     # the step that was going on finished: the tool result is stored, the model not asked again
@@ -194,9 +224,10 @@ def test_cancel_stops_the_run_and_its_background_calls(tmp_path, llm_server, sta
 
 
 def test_an_interrupt_detaches_a_slow_tool_and_its_late_result_comes_later(tmp_path, llm_server, start_server) -> None:
-    server, llm = _setup(tmp_path, llm_server, start_server)
+    server, llm = _setup(tmp_path, llm_server, start_server, held=True)
     sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()["session_id"]
     wait_until(lambda: len(llm.requests) == 1)
+    _slow_tool_started(tmp_path)
     interrupted = _post(server, f"/v1/sessions/{sid}/messages", {"prompt": "interrupting you", "interrupt": True})
     assert interrupted.status_code == 202
     # the model is asked again at once, with a placeholder for the detached call
@@ -206,6 +237,7 @@ def test_an_interrupt_detaches_a_slow_tool_and_its_late_result_comes_later(tmp_p
     tool_message = [m for m in second if m["role"] == "tool"][-1]
     assert json.loads(tool_message["content"])["status"] == "running"
     assert "interrupting you" in _text(second[-1])
+    _release(tmp_path)
     # then the late result arrives as mail, wakes the session and reaches the model
     wait_until(
         lambda: any("slow result" in _text(m) for r in llm.requests[2:] for m in r["messages"] if m["role"] == "user"),
@@ -220,10 +252,14 @@ def test_an_interrupt_detaches_a_slow_tool_and_its_late_result_comes_later(tmp_p
 
 
 def test_mail_in_tool_result_and_resume_on_any_mail(tmp_path, llm_server, start_server) -> None:
-    server, llm = _setup(tmp_path, llm_server, start_server, mailInToolResult=True, resumeOnAnyMail=True)
+    server, llm = _setup(
+        tmp_path, llm_server, start_server, held=True, mailInToolResult=True, resumeOnAnyMail=True
+    )
     sid = _post(server, "/v1/sessions", {"agent": "busy", "prompt": "start"}).json()["session_id"]
     wait_until(lambda: len(llm.requests) == 1)
+    _slow_tool_started(tmp_path)
     assert _post(server, f"/v1/sessions/{sid}/messages", {"prompt": "a note for the tool"}).status_code == 202
+    _release(tmp_path)
     assert server.client.get(f"/v1/sessions/{sid}?wait=true").json()["status"] == "idle"
     last = llm.requests[-1]["messages"]
     # no user message after the tool results: the mail rides on the last tool result

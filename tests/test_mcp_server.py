@@ -15,7 +15,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.demo import demo_agents, demo_script
-from tests.harness import ROOT, Server, base_env, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, write_agent
 from tests.owners import owner, write_tokens
 
 FAILING = {"rules": [{"reply": {"status": 500, "error": "the model is down"}}]}
@@ -213,7 +213,7 @@ def test_agents_mcp_server_writes_nothing_but_json_rpc_on_stdout(tmp_path, llm_s
     process.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
     process.stdin.flush()
     replies = [json.loads(process.stdout.readline()) for _ in range(3)]
-    rest, _ = process.communicate(timeout=60)  # closes stdin: the server stops
+    rest, _ = process.communicate(timeout=PROCESS_TIMEOUT)  # closes stdin: the server stops
     assert process.returncode == 0
     assert rest == b""
     assert [r["id"] for r in replies] == [1, 2, 3] and all(r["jsonrpc"] == "2.0" for r in replies)
@@ -227,7 +227,7 @@ def test_agents_mcp_server_writes_nothing_but_json_rpc_on_stdout(tmp_path, llm_s
         env=base_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
     assert failed.returncode != 0 and failed.stdout == ""

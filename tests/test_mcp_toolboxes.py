@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.harness import ROOT, Server, base_env, free_port, wait_until, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, free_port, wait_until, write_agent
 from tests.owners import owner, write_tokens
 from tests.streams import SseReader
 from tests.tools.conftest import process_alive, wait_gone
@@ -273,7 +273,7 @@ def test_mcp_load_errors_in_check_at_startup_and_for_stored_agents(tmp_path, llm
         env={**base_env(), **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert checked.returncode == 1
     assert f"{broken}: broken: mcpServers[0]: gone: Failed to initialize MCP server: " in checked.stderr
@@ -286,7 +286,7 @@ def test_mcp_load_errors_in_check_at_startup_and_for_stored_agents(tmp_path, llm
         env=base_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert listed.returncode == 0, listed.stderr
     assert "clock: MCP server demo: mcp_demo_files_read, mcp_demo_echo, mcp_demo_add_tool" in listed.stdout
@@ -298,7 +298,7 @@ def test_mcp_load_errors_in_check_at_startup_and_for_stored_agents(tmp_path, llm
         env={**base_env(), **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert started.returncode == 2
     assert "agents: broken: mcpServers[0]: gone: Failed to initialize MCP server: " in started.stderr

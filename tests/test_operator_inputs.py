@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import ROOT, Server, base_env, free_port, write_agent
+import pytest
+
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, free_port, write_agent
 from tests.owners import owner, write_tokens
 
 
@@ -50,6 +52,7 @@ def test_results_and_stored_agents_with_lone_surrogates_or_long_names_are_refuse
     assert listed.status_code == 200 and [a["slug"] for a in listed.json()] == ["deferring"]
 
 
+@pytest.mark.integration
 def test_a_token_listed_for_two_owners_is_refused_at_startup(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"tokens": [{"owner": "a", "token": "same"}, {"owner": "b", "token": "same"}]}))
@@ -73,7 +76,7 @@ def test_a_token_listed_for_two_owners_is_refused_at_startup(tmp_path: Path) -> 
         env=base_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 2
     assert "the same token is listed for another owner" in result.stderr

@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import ROOT, base_env, free_port, write_agent, write_tool
+import pytest
+
+from tests.harness import PROCESS_TIMEOUT, ROOT, base_env, free_port, write_agent, write_tool
+
+# every test here runs the agents command line as a process
+pytestmark = pytest.mark.integration
 
 TENANT = {"tag": "Param", "contents": "tenant"}
 TOKEN = {"tag": "Param", "contents": "token"}
@@ -21,7 +26,7 @@ def agents(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complete
         env=base_env(**(env or {})),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PROCESS_TIMEOUT,
     )
 
 

@@ -16,6 +16,9 @@ import pytest
 
 from tests.harness import ROOT, Process, base_env, free_port, wait_until
 
+# every test here runs scripts/demo, which starts the scripted model and the server
+pytestmark = pytest.mark.integration
+
 
 def readme_curls() -> list[str]:
     """The curl commands of the README's walkthrough, continuation lines joined."""

@@ -17,7 +17,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.harness import FIXTURES, ROOT, Server, base_env, write_tool
+import pytest
+
+from tests.harness import FIXTURES, PROCESS_TIMEOUT, ROOT, Server, base_env, write_tool
+
+# every test here runs the agents command line as a process
+pytestmark = pytest.mark.integration
 
 AGENTS = FIXTURES / "agents"
 STUB = {
@@ -75,7 +80,7 @@ def test_every_agent_file_passes_check_from_the_root_of_the_checkout(tmp_path: P
     for relative in FILES.values():
         argv += ["--agent-file", relative]
     result = subprocess.run(
-        argv, cwd=tmp_path, env=base_env(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120
+        argv, cwd=tmp_path, env=base_env(PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=PROCESS_TIMEOUT
     )
     assert result.returncode == 0, result.stderr
     roots = [line.split(":", 1)[0] for line in result.stdout.splitlines() if not line.startswith("  ")]
@@ -98,7 +103,7 @@ def test_a_missing_path_lists_every_place_looked_in(tmp_path: Path) -> None:
         env=base_env(PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 1
     assert (

@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agentsite.env import data_dir, database_url, default_allowed_hosts
 from agentsite.secret_key import KEY_FILE, ensure_secret_key, secret_key
-from tests.harness import ROOT, Process, Server, base_env, free_port, wait_until, write_agent
+from tests.harness import PROCESS_TIMEOUT, ROOT, Process, Server, base_env, free_port, wait_until, write_agent
 
 POSTGRES = "postgres://agents@db.example:5432/agents"
 
@@ -120,6 +120,7 @@ def test_an_empty_key_file_is_refused(clean_env: pytest.MonkeyPatch, tmp_path: P
         secret_key()
 
 
+@pytest.mark.integration
 def test_serve_on_postgresql_without_a_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
     agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
     result = subprocess.run(
@@ -128,7 +129,7 @@ def test_serve_on_postgresql_without_a_key_refuses_to_start_in_one_line(tmp_path
         env=base_env(DATABASE_URL=POSTGRES),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 2
     assert result.stderr.startswith("agents serve: set DJANGO_SECRET_KEY")
@@ -188,6 +189,7 @@ def test_allowed_hosts_from_the_environment(tmp_path: Path, start_server: Callab
     assert server.client.get("/v1/agents", headers={"Host": "localhost"}).status_code == 400
 
 
+@pytest.mark.integration
 def test_a_server_bound_to_an_address_answers_requests_naming_it(tmp_path: Path) -> None:
     agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
     port = free_port()
@@ -202,7 +204,7 @@ def test_a_server_bound_to_an_address_answers_requests_naming_it(tmp_path: Path)
             except httpx.TransportError:
                 return False
 
-        wait_until(healthy, timeout=60, interval=0.1)
+        wait_until(healthy, timeout=PROCESS_TIMEOUT, interval=0.1)
         assert httpx.get(f"http://127.0.0.2:{port}/v1/agents").status_code == 200
     finally:
         process.stop()

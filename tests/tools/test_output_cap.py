@@ -43,6 +43,7 @@ def test_the_cap_comes_from_the_settings(settings):
     assert make_ctx().output_max_bytes == 1234
 
 
+@pytest.mark.integration
 def test_the_environment_variable_sets_it():
     code = (
         "import django; django.setup(); from django.conf import settings; "
