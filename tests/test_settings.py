@@ -155,6 +155,21 @@ def test_serve_on_a_taken_port_stops_with_status_2_saying_so(tmp_path: Path) -> 
     assert said and said[0].startswith(f"agents serve: cannot listen on 127.0.0.1:{port}: "), result.stderr
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_port_that_is_not_one(tmp_path: Path, port: str) -> None:
+    agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
+    result = subprocess.run(
+        [sys.executable, "-m", "agentsite.cli", "serve", "--agent-file", str(agent), f"--port={port}"],
+        cwd=tmp_path,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "argument --port" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_server_keeps_its_key_beside_its_database_across_restarts(
     tmp_path: Path, start_server: Callable[..., Server]
 ) -> None:

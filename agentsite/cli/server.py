@@ -215,6 +215,21 @@ def cmd_mock_llm(args: argparse.Namespace) -> int:
     return 0
 
 
+def tcp_port(value: str) -> int:
+    """A ``--port`` value: an integer from 0 (any free port) to 65535.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse then exits 2 naming the option).
+    """
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {port}")
+    return port
+
+
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     """Add ``serve``, ``worker``, ``mcp-server`` and ``mock-llm`` to the subparsers ``sub``; ``parent``
     holds the global options."""
@@ -223,7 +238,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     add_owner_keys_flag(serve)
     serve.add_argument("--bind", default=env.str("AGENTS_BIND", default="127.0.0.1"), help="env AGENTS_BIND")
-    serve.add_argument("--port", type=int, default=env.int("AGENTS_PORT", default=8080), help="env AGENTS_PORT")
+    serve.add_argument("--port", type=tcp_port, default=env.int("AGENTS_PORT", default=8080), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     serve.add_argument(
         "--isolate-tools",
@@ -316,6 +331,6 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 
     mock = sub.add_parser("mock-llm", help="serve a scripted OpenAI-compatible LLM")
     mock.add_argument("--script", required=True, help="JSON script (see devtools/mockllm/__init__.py)")
-    mock.add_argument("--port", type=int, default=8081)
+    mock.add_argument("--port", type=tcp_port, default=8081)
     mock.add_argument("--host", default="127.0.0.1")
     mock.set_defaults(func=cmd_mock_llm)
