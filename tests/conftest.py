@@ -59,9 +59,18 @@ def llm_server() -> Iterator[Callable[[dict[str, Any]], MockLlmServer]]:
         server.stop()
 
 
+def _services_first(request: pytest.FixtureRequest) -> None:
+    """Set up the test's PostgreSQL and Redis fixtures before its processes, so that they are torn
+    down after them: a Redis database released while a server still renews its fleet membership
+    there would reach the next test that takes it (pytest-xdist runs them back to back)."""
+    for name in sorted(SCALED_OUT_FIXTURES & set(request.fixturenames)):
+        request.getfixturevalue(name)
+
+
 @pytest.fixture
-def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+def start_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Server]]:
     """A factory: ``start_server(agent_files, **kwargs)`` runs ``agents serve``; stopped at teardown."""
+    _services_first(request)
     servers: list[Server] = []
 
     def start(agent_files: list[Path], **kwargs: Any) -> Server:
@@ -75,8 +84,9 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
 
 
 @pytest.fixture
-def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+def start_worker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     """A factory: ``start_worker(agent_files, db=..., env=...)`` runs ``agents worker``."""
+    _services_first(request)
     workers: list[Worker] = []
 
     def start(agent_files: list[Path], **kwargs: Any) -> Worker:
