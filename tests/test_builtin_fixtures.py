@@ -51,6 +51,7 @@ def test_the_fixtures_as_they_are() -> None:
     result = check(*sorted(AGENTS.glob("*.json")))
     assert result.returncode == 1
     assert sorted(result.stdout.splitlines()) == [
+        "  demo-ollama-qwen3-4bthinking: tools: system_system_system_info",
         "demo-mistral: The main agent, capable of reasoning. (0 tools)",
         "demo-ollama-qwen3-4bthinking: A main agent, capable of reasoning. (1 tools)",
         "demo-openai: The main agent, capable of reasoning. (0 tools)",

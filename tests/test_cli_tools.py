@@ -211,5 +211,6 @@ def test_tool_paths_are_also_looked_for_beside_the_config_file(tmp_path: Path) -
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.splitlines() == [
         "rooted: the rooted test agent (1 tools)",
+        "  rooted: tools: bash_echo",
         f"  rooted: toolDirectory 'tools': the directory of agents-exe.cfg.json ({tmp_path / 'tools'})",
     ]

@@ -41,3 +41,12 @@ def test_existing_agents_and_calls_are_carried_over() -> None:
                                                                     {"tools/a": "x"})
     assert (kept.changes, kept.created_by, kept.created_at) == (["created"], "root", now)
     assert apps.get_model("sessions_app", "Continuation").objects.get(token=token).tool == "ask_human"
+
+
+@pytest.fixture(autouse=True)
+def _back_to_the_latest_schema():
+    """Leave the test database at the newest migrations, whatever this module migrated it to:
+    the tests that run after it in the same process need every table."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())

@@ -1,5 +1,5 @@
 """External tools: declared in the agent file with a JSON schema, run by the outside world
-(docs/agents.md §10, docs/tools.md §5.5).
+(docs/agents.md §10, docs/tools.md §5.3).
 
 The model is offered them like any other tool. Their calls are deferred unless a policy rule
 names them (``tools_app.policy``): a worker answers through the call's continuation token. When a
