@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -106,11 +107,21 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+#: Starts the demo with SIGINT and SIGHUP at their defaults, as from a terminal: a test run started
+#: in the background or under nohup ignores them, and a shell cannot trap a signal ignored on entry.
+WITH_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for signum in (signal.SIGINT, signal.SIGHUP):\n"
+    "    signal.signal(signum, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_demo_stops_everything_it_started(tmp_path: Path, signum: signal.Signals) -> None:
     port, llm_port = free_port(), free_port()
     demo = Process(
-        [str(ROOT / "scripts" / "demo")],
+        [sys.executable, "-c", WITH_DEFAULT_SIGNALS, str(ROOT / "scripts" / "demo")],
         base_env(AGENTS_PORT=str(port), MOCK_LLM_PORT=str(llm_port), DEMO_DB=str(tmp_path / "demo.db")),
         tmp_path / "demo.log",
     )
