@@ -157,21 +157,38 @@ def session_from_file(*, document: Any, agent_slug: str, owner: str | None = Non
     document when the two differ (the file is what the user kept: it wins).
 
     Raises:
-        ApiError: those of :func:`session_import`; 409 ``run_in_progress`` when the stored session
-            differs from the file and a run is going on it.
+        ApiError: those of :func:`session_import`; 400 ``bad_request`` when the stored session went
+            on from the file (the file is older: taking it would lose turns); 409 ``run_in_progress``
+            when the stored session differs from the file and a run is going on it.
     """
     session_id = _readable_session_id(document)
     with transaction.atomic():
         if not Session.objects.filter(pk=session_id).exists():
             return session_import(document=document, agent_slug=agent_slug, owner=owner)
         session = lock_session(session_id)
-        if session.document == document:
+        stored = session.document
+        if stored == document:
             return session
+        if _is_older(document, stored):
+            # the file was written before later turns (a continuation, a resume): taking it would
+            # drop them and leave their calls answered in the database but pending in the file
+            raise BadRequest(
+                f"the database holds a newer version of session {session_id} than this file"
+                f" ({len(stored.get('turns') or [])} turns against {len(document.get('turns') or [])}):"
+                " export it to the file first (agents session export)"
+            )
         if run_is_active(session):
             raise RunInProgress(session.pk)
         session = store(session, document, status=doc.status_of(document), status_detail=None)
         adopt_deferred_calls(session, document)
     return session
+
+
+def _is_older(document: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether ``document``'s turns are the oldest turns of ``stored``, which has more (turns are
+    newest first): the stored session went on from the file's."""
+    turns, later = document.get("turns") or [], stored.get("turns") or []
+    return len(later) > len(turns) and later[len(later) - len(turns):] == turns
 
 
 def message_post(

@@ -125,3 +125,17 @@ def test_resume_of_a_ready_session_requests_a_fresh_run(
     stored = Session.objects.get(pk=session.pk)
     assert stored.status == Session.Status.RUNNING and stored.run_mode == "step"
     assert worker.runs() == [[str(stored.pk), str(stored.run_id)]]
+
+
+def test_a_session_file_older_than_the_stored_session_is_refused_and_changes_nothing() -> None:
+    import json
+
+    from tests.harness import FIXTURES
+
+    newer = json.loads((FIXTURES / "sessions" / "gh-155.session.json").read_text())
+    assert len(newer["turns"]) >= 2
+    older = {**newer, "turns": newer["turns"][1:]}
+    session = sessions.session_from_file(document=newer, agent_slug="single")
+    with pytest.raises(BadRequest, match="newer version"):
+        sessions.session_from_file(document=older, agent_slug="single")
+    assert Session.objects.get(pk=session.pk).document == newer
