@@ -120,52 +120,46 @@ def test_an_empty_key_file_is_refused(clean_env: pytest.MonkeyPatch, tmp_path: P
         secret_key()
 
 
-@pytest.mark.integration
-def test_serve_on_postgresql_without_a_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
-    agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
-    result = subprocess.run(
-        [sys.executable, "-m", "agentsite.cli", "serve", "--agent-file", str(agent), "--port", str(free_port())],
-        cwd=ROOT,
-        env=base_env(DATABASE_URL=POSTGRES),
+def _serve_until_refused(agent: Path, port_flag: str, *, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``agents serve`` with ``agent`` and ``port_flag`` (``--port=N``), which these tests expect
+    to refuse to start, and return what it did."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentsite.cli", "serve", "--agent-file", str(agent), port_flag],
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=PROCESS_TIMEOUT,
     )
+
+
+@pytest.mark.integration
+def test_serve_on_postgresql_without_a_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
+    agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
+    result = _serve_until_refused(agent, f"--port={free_port()}", cwd=ROOT, env=base_env(DATABASE_URL=POSTGRES))
     assert result.returncode == 2
     assert result.stderr.startswith("agents serve: set DJANGO_SECRET_KEY")
     assert len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.integration
 def test_serve_on_a_taken_port_stops_with_status_2_saying_so(tmp_path: Path) -> None:
     agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "agentsite.cli", "serve", "--agent-file", str(agent), "--port", str(port)],
-            cwd=tmp_path,
-            env=base_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = _serve_until_refused(agent, f"--port={port}", cwd=tmp_path, env=base_env())
     assert result.returncode == 2, result.stderr
     said = [line for line in result.stderr.splitlines() if line.startswith("agents serve: cannot listen")]
     assert said and said[0].startswith(f"agents serve: cannot listen on 127.0.0.1:{port}: "), result.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
 def test_serve_refuses_a_port_that_is_not_one(tmp_path: Path, port: str) -> None:
     agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
-    result = subprocess.run(
-        [sys.executable, "-m", "agentsite.cli", "serve", "--agent-file", str(agent), f"--port={port}"],
-        cwd=tmp_path,
-        env=base_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _serve_until_refused(agent, f"--port={port}", cwd=tmp_path, env=base_env())
     assert result.returncode == 2
     assert "argument --port" in result.stderr and "Traceback" not in result.stderr
 

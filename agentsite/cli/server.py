@@ -230,6 +230,15 @@ def tcp_port(value: str) -> int:
     return port
 
 
+def _add_isolation_flag(parser: argparse.ArgumentParser) -> None:
+    """``--isolate-tools``, read by :func:`_apply_isolation_flag` (``serve`` and ``worker``)."""
+    parser.add_argument(
+        "--isolate-tools",
+        metavar="docker:IMAGE|process:PATH",
+        help="run bash and MCP tool calls in this worker, never in the server; env AGENTS_ISOLATE_TOOLS",
+    )
+
+
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     """Add ``serve``, ``worker``, ``mcp-server`` and ``mock-llm`` to the subparsers ``sub``; ``parent``
     holds the global options."""
@@ -240,11 +249,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     serve.add_argument("--bind", default=env.str("AGENTS_BIND", default="127.0.0.1"), help="env AGENTS_BIND")
     serve.add_argument("--port", type=tcp_port, default=env.int("AGENTS_PORT", default=8080), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
-    serve.add_argument(
-        "--isolate-tools",
-        metavar="docker:IMAGE|process:PATH",
-        help="run bash and MCP tool calls in this worker, never in the server; env AGENTS_ISOLATE_TOOLS",
-    )
+    _add_isolation_flag(serve)
     serve.add_argument(
         "--shutdown-grace",
         type=float,
@@ -312,11 +317,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="also run the periodic tasks (run recovery, event retention); env AGENTS_WORKER_BEAT=1",
     )
     worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
-    worker.add_argument(
-        "--isolate-tools",
-        metavar="docker:IMAGE|process:PATH",
-        help="run bash and MCP tool calls in this worker, never in the server; env AGENTS_ISOLATE_TOOLS",
-    )
+    _add_isolation_flag(worker)
     worker.set_defaults(func=cmd_worker)
 
     mcp = sub.add_parser("mcp-server", parents=[parent], help="serve the agent files as MCP tools over stdio")
