@@ -1,137 +1,342 @@
-"""Soak test: sessions through create, deferred call, continuation and final answer across two
-servers and two Celery workers, while one worker is killed (SIGKILL) and restarted at random.
+"""Soak: sessions through a bash tool, a deferred call and a helper, on two servers and two Celery
+workers (PostgreSQL, Redis), while servers and workers are killed with SIGKILL at random moments.
 
-    .venv/bin/python bench/soak.py [--sessions 200] [--kill-every 3] [--clients 16]
+    .venv/bin/python bench/soak.py [--sessions 60] [--clients 12] [--kill-every 4] [--kills 24]
 
-Needs PostgreSQL and Redis (TEST_POSTGRES_URL / TEST_REDIS_URL, as the tests). Each client drives
-its session to the end the way a real client would: it completes the deferred call, and resumes a
-session that recovery left ``ready`` (nothing resumes on its own after a crash). It prints sessions
-completed, sessions stuck, turns duplicated and turns lost (the last three must be 0) and the wall
-time.
+Needs PostgreSQL and Redis (BENCH_POSTGRES_URL / TEST_POSTGRES_URL and BENCH_REDIS_URL, as the
+other benchmarks). The product runs with its defaults: leases, sweep and recovery are the ones a
+fresh install has (no shortened lease, no ``--beat``). Each client behaves as a careful real client
+and nothing more:
+
+- it creates its session with an ``Idempotency-Key`` and, when the answer is lost (a connection
+  refused or cut, a 5xx), sends the same request again with the same key, to either server;
+- it follows the session with ``GET ...?wait=true`` and answers the deferred call through its
+  continuation (with a key of its own, retried the same way);
+- it never resumes a session: a session that no one takes over counts as stuck.
+
+Killed at random moments are a server (restarted on its port) or a worker (restarted), in turn,
+until ``--kills`` kills were made; sessions are then at every stage (created, model step, tool call,
+deferred call, helper call). At the end every session is checked in the database and through the
+API: none stuck or failed, every root session with exactly the expected turns (none duplicated,
+none lost), the bash tool's side effect (a line in a ledger file) at most once per session, exactly
+one root session per client request (no duplicate from a retry), and the session's event stream,
+replayed from the start, giving each stored event exactly once. Everything started (processes, the
+database, the Redis database, the temporary directory) is removed on every exit path, Ctrl-C and
+SIGTERM included. Exit status 0 when every check holds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import signal
 import sys
-import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
-import psycopg
-import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from devtools.mockllm import MockLlmServer  # noqa: E402
-from tests.harness import POSTGRES_URL, REDIS_URL, Server, Worker, write_agent  # noqa: E402
+from bench.common import (  # noqa: E402
+    SECRET_KEY,
+    Proc,
+    Processes,
+    agents_argv,
+    claim_redis_db,
+    clean_env,
+    create_database,
+    free_port,
+    loadavg,
+    phase,
+    run_main,
+    start_mock,
+    wait_http,
+)
 
-EXPECTED = ["LlmTurn", "UserTurn", "LlmTurn", "UserTurn"]
+#: The root session's turns, newest first: the answer, the helper's result, the helper call, the
+#: continuation's result, the deferred call, the bash tool's result, the bash call, the prompt.
+EXPECTED = ["LlmTurn", "UserTurn"] * 4
+#: Answers that mean "try again": the server died or is going away, or the first request with
+#: the same key is still being answered.
+RETRYABLE_STATUS = {500, 502, 503, 504}
+IN_PROGRESS = "idempotency_key_in_progress"
+
+SCRIPT: dict[str, Any] = {
+    "rules": [
+        {"when": {"model": "soak-helper"}, "reply": {"delay": 0.3, "content": "the helper agrees"}},
+        {"when": {"last_role": "user"}, "reply": {"tool_calls": [{"name": "bash_ledger", "arguments": {}}]}},
+        {"when": {"tool_results": 1}, "reply": {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}},
+        {
+            "when": {"tool_results": 2},
+            "reply": {"tool_calls": [{"name": "io_prompt_agent_soakhelper", "arguments": {"what": "agree?"}}]},
+        },
+        {"reply": {"delay": 0.2, "content": "the answer is {last_content}"}},
+    ]
+}
 
 
-def drive(servers: list[Server], index: int, deadline: float) -> tuple[str, list[str]]:
-    """Run one session to its final answer; return its outcome and its turn tags."""
-    first, second = servers[index % 2], servers[(index + 1) % 2]
-    with httpx.Client(base_url=first.url, timeout=90) as a, httpx.Client(base_url=second.url, timeout=90) as b:
-        body = json.dumps({"agent": "soak", "prompt": f"question {index}"})
-        view = a.post("/v1/sessions?wait=true&timeout=30", content=body).json()
-        sid = view["session_id"]
-        while time.monotonic() < deadline:
-            status = view["status"]
-            if status == "idle":
-                return "completed", [t["tag"] for t in view["session"]["turns"]]
-            if status == "waiting_external" and view["pending"]:
-                token = view["pending"][0]["continuation_token"]
-                answer = b.post(f"/v1/continuations/{token}?wait=true&timeout=30", content=json.dumps({"result": "42"}))
-                view = answer.json() if answer.status_code in (200, 202) else b.get(f"/v1/sessions/{sid}").json()
-            elif status in ("ready", "failed"):
-                answer = a.post(f"/v1/sessions/{sid}/resume?wait=true&timeout=30")
-                view = answer.json() if answer.status_code in (200, 202) else a.get(f"/v1/sessions/{sid}").json()
-            else:
-                view = b.get(f"/v1/sessions/{sid}?wait=true&timeout=10").json()
-        return "stuck", [t["tag"] for t in view["session"]["turns"]]
+def write_files(directory: Path, model_url: str, ledger: Path) -> list[Path]:
+    """The root agent ``soak`` (the bash tool ``ledger``, the external tool ``lookup``, the helper
+    ``soakhelper``) and the helper's file; returns the root's path."""
+    tools = directory / "tools"
+    tools.mkdir()
+    describe = {"slug": "ledger", "description": "records that it ran", "args": []}
+    script = tools / "ledger"
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f"if [ \"${{1:-}}\" = describe ]; then echo '{json.dumps(describe)}'; exit 0; fi\n"
+        "sleep 0.5\n"
+        f'echo "$AGENT_SESSION_ID" >> {ledger}\n'
+        "echo recorded\n"
+    )
+    script.chmod(0o755)
+
+    def agent(slug: str, model: str, **extra: Any) -> Path:
+        contents = {
+            "slug": slug,
+            "apiKeyId": "none",
+            "flavor": "OpenAIv1",
+            "modelUrl": model_url,
+            "modelName": model,
+            "announce": f"the {slug} soak agent",
+            "systemPrompt": ["You are a soak test."],
+            **extra,
+        }
+        path = directory / f"{slug}.json"
+        path.write_text(json.dumps({"tag": "OpenAIAgentDescription", "contents": contents}))
+        return path
+
+    agent("soakhelper", "soak-helper")
+    root = agent(
+        "soak",
+        "soak-root",
+        toolDirectory="tools",
+        extraAgents=[{"slug": "soakhelper", "path": "soakhelper.json"}],
+        externalTools=[{"name": "lookup", "description": "answered by a person"}],
+    )
+    return [root]
+
+
+@dataclass
+class Fleet:
+    """Two servers on fixed ports and two workers, any of which can be killed and started again."""
+
+    procs: Processes
+    agent_files: list[Path]
+    db: str
+    env: dict[str, str]
+    ports: list[int] = field(default_factory=lambda: [free_port(), free_port()])
+    servers: list[Proc] = field(default_factory=list)
+    workers: list[Proc] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{port}" for port in self.ports]
+
+    def start_server(self, index: int) -> Proc:
+        argv = agents_argv("serve", self.agent_files, self.db, "--port", str(self.ports[index]))
+        proc = self.procs.start(f"serve{index}", argv, self.env, cwd=self.procs.workdir)
+        wait_http(f"{self.urls[index]}/healthz", 120, proc)
+        return proc
+
+    def start_worker(self, index: int) -> Proc:
+        flags = ["--hostname", f"soak{index}-{uuid.uuid4().hex[:4]}@%h"]
+        return self.procs.start(f"worker{index}", agents_argv("worker", self.agent_files, self.db, *flags), self.env)
+
+    def start(self) -> None:
+        self.servers = [self.start_server(0), self.start_server(1)]
+        self.workers = [self.start_worker(0), self.start_worker(1)]
+
+    def kill(self, kind: str, index: int) -> None:
+        """SIGKILL one process group (the process and its tools) and start it again."""
+        group = self.servers if kind == "server" else self.workers
+        with self.lock:
+            victim = group[index]
+            victim.popen.send_signal(signal.SIGKILL)
+            victim.stop(timeout=1)
+            group[index] = self.start_server(index) if kind == "server" else self.start_worker(index)
+
+
+class Client:
+    """A client that retries lost requests with their idempotency key, on either server."""
+
+    def __init__(self, urls: list[str], deadline: float) -> None:
+        self.urls = urls
+        self.deadline = deadline
+        self.http = httpx.Client(timeout=60)
+        self.retries = 0
+
+    def request(self, method: str, path: str, *, key: str | None = None, body: Any = None) -> httpx.Response:
+        """Send until an answer that is not a lost one arrives; the same key every time."""
+        headers = {"Idempotency-Key": key} if key else {}
+        attempt = random.randrange(len(self.urls))  # noqa: S311 - spreads clients over the servers
+        while True:
+            url = self.urls[attempt % len(self.urls)] + path
+            attempt += 1
+            try:
+                answer = self.http.request(method, url, headers=headers, json=body)
+                in_progress = answer.status_code == 409 and answer.json().get("error") == IN_PROGRESS
+                if answer.status_code not in RETRYABLE_STATUS and not in_progress:
+                    return answer
+            except (httpx.TransportError, ValueError):
+                pass
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"{method} {path}: no answer before the deadline")
+            self.retries += 1
+            time.sleep(0.2 + random.random() * 0.3)  # noqa: S311 - jitter, not a secret
+
+
+def drive(client: Client, index: int) -> str | None:
+    """Create one session and see it to its end; return its id (None when creation never answered)."""
+    body = {"agent": "soak", "prompt": f"question {index}"}
+    try:
+        created = client.request("POST", "/v1/sessions", key=f"soak-create-{index}-{uuid.uuid4().hex}", body=body)
+    except TimeoutError:
+        return None
+    sid = created.json()["session_id"]
+    answered: set[str] = set()
+    while time.monotonic() < client.deadline:
+        try:
+            view = client.request("GET", f"/v1/sessions/{sid}?wait=true&timeout=10").json()
+        except TimeoutError:
+            break
+        if view["status"] in ("idle", "failed"):
+            break
+        for call in view.get("pending") or []:
+            token = call["continuation_token"]
+            if token not in answered:
+                client.request(
+                    "POST", f"/v1/continuations/{token}", key=f"soak-answer-{token[:16]}", body={"result": "42"}
+                )
+                answered.add(token)
+        time.sleep(0.1)
+    return sid
+
+
+def replayed_events(url: str, sid: str, expected: int) -> list[int]:
+    """The event ids of the session's stream read from the start, until ``expected`` arrived or the
+    stream was quiet for two seconds."""
+    ids: list[int] = []
+    try:
+        with httpx.stream("GET", f"{url}/v1/sessions/{sid}/events?after=0", timeout=2) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("id:"):
+                    ids.append(int(line[3:].strip()))
+                    if len(ids) >= expected:
+                        break
+    except httpx.ReadTimeout:
+        pass
+    return ids
+
+
+def check(fleet: Fleet, sids: list[str | None], requested: int, ledger: Path) -> dict[str, int]:
+    """Every check of the soak, as counts that must all be 0 (``completed`` aside)."""
+    import psycopg
+
+    with psycopg.connect(fleet.db, autocommit=True) as db:
+        roots = db.execute("SELECT id::text, status FROM sessions_app_session WHERE parent_id IS NULL").fetchall()
+        children = db.execute(
+            "SELECT status, count(*) FROM sessions_app_session WHERE parent_id IS NOT NULL GROUP BY status"
+        ).fetchall()
+        event_counts = dict(
+            db.execute("SELECT session_id::text, count(*) FROM sessions_app_event GROUP BY 1").fetchall()
+        )
+    statuses = dict(roots)
+    runs = Counter(line.strip() for line in ledger.read_text().splitlines()) if ledger.exists() else Counter()
+    counts = Counter(completed=0, stuck=0, failed=0, duplicated=0, lost=0, repeated_side_effects=0, events_wrong=0)
+    counts["duplicate_sessions"] = len(roots) - requested
+    counts["never_created"] = sum(1 for sid in sids if sid is None)
+    counts["children_not_idle"] = sum(n for status, n in children if status != "idle")
+    url = fleet.urls[0]
+    for sid in filter(None, sids):
+        status = statuses.get(sid, "missing")
+        tags = [turn["tag"] for turn in httpx.get(f"{url}/v1/sessions/{sid}", timeout=60).json()["session"]["turns"]]
+        if status == "idle":
+            counts["completed"] += 1
+        elif status == "failed":
+            counts["failed"] += 1
+        else:
+            counts["stuck"] += 1
+        counts["duplicated"] += max(0, len(tags) - len(EXPECTED))
+        counts["lost"] += int(status == "idle" and len(tags) < len(EXPECTED))
+        counts["repeated_side_effects"] += int(runs[sid] > 1)
+        ids = replayed_events(url, sid, event_counts.get(sid, 0))
+        counts["events_wrong"] += int(len(ids) != len(set(ids)) or len(ids) != event_counts.get(sid, 0))
+    return dict(counts)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between kills (randomised)")
-    parser.add_argument("--deadline", type=float, default=600.0, help="seconds before a session counts as stuck")
+    parser.add_argument("--sessions", type=int, default=60)
+    parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument("--kill-every", type=float, default=4.0, help="mean seconds between kills")
+    parser.add_argument("--kills", type=int, default=24, help="kills to make, servers and workers in turn")
+    parser.add_argument("--deadline", type=float, default=900.0, help="seconds before a session counts as stuck")
     args = parser.parse_args()
 
-    database = f"agents_soak_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{database}"')
-    db_url = f"{POSTGRES_URL.rsplit('/', 1)[0]}/{database}"
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    llm = MockLlmServer(
-        {
-            "rules": [
-                {"when": {"last_role": "user"}, "reply": {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}},
-                {"reply": {"delay": 0.2, "content": "the answer is {last_content}"}},
-            ]
-        }
-    ).start()
-    tmp = Path(tempfile.mkdtemp(prefix="soak-"))
-    agent = write_agent(tmp, "soak", llm.url, toolCallPolicyConfig={"default": {"tag": "defer"}})
-    env = {"REDIS_URL": REDIS_URL, "AGENTS_LEASE_SECONDS": "5", "AGENTS_SWEEP_EVERY_SECONDS": "1"}
-    servers = [Server([agent], tmp, db=db_url, env=env) for _ in range(2)]
-    workers = [
-        Worker([agent], tmp, db=db_url, env={**env, "AGENTS_WORKER_BEAT": "1"}),
-        Worker([agent], tmp, db=db_url, env=env),
-    ]
-    stop = threading.Event()
-    kills = 0
+    with Processes() as procs:
+        with phase("starting PostgreSQL database, Redis database, model, 2 servers and 2 workers"):
+            db = create_database(procs, "agents_soak")
+            env = clean_env(DJANGO_SECRET_KEY=SECRET_KEY, REDIS_URL=claim_redis_db(procs))
+            mock = start_mock(procs, SCRIPT)
+            ledger = procs.workdir / "ledger.txt"
+            fleet = Fleet(procs, write_files(procs.workdir, mock.url, ledger), db, env)
+            fleet.start()
+        stop = threading.Event()
+        kills: Counter[str] = Counter()
 
-    def killer() -> None:
-        nonlocal kills
-        while not stop.wait(random.uniform(0.5, 1.5) * args.kill_every):
-            index = random.randrange(len(workers))
-            victim = workers[index]
-            os.killpg(victim.process.proc.pid, signal.SIGKILL)
-            victim.process.proc.wait()
-            victim.process.log.close()
-            beat = {"AGENTS_WORKER_BEAT": "1"} if index == 0 else {}
-            workers[index] = Worker([agent], tmp, db=db_url, env={**env, **beat})
-            kills += 1
+        def killer() -> None:
+            while kills.total() < args.kills and not stop.wait(random.uniform(0.5, 1.5) * args.kill_every):  # noqa: S311
+                kind = "server" if kills.total() % 2 == 0 else "worker"
+                fleet.kill(kind, random.randrange(2))  # noqa: S311 - which one, not a secret
+                kills[kind] += 1
 
-    started = time.monotonic()
-    chaos = threading.Thread(target=killer, daemon=True)
-    chaos.start()
-    deadline = started + args.deadline
-    try:
-        with ThreadPoolExecutor(args.clients) as pool:
-            outcomes = list(pool.map(lambda i: drive(servers, i, deadline), range(args.sessions)))
-    finally:
-        stop.set()
-        chaos.join(10)
+        started = time.monotonic()
+        chaos = threading.Thread(target=killer, name="killer", daemon=True)
+        chaos.start()
+        client = Client(fleet.urls, started + args.deadline)
+        sids: list[str | None] = []
+        tickets = iter(range(10**9))
+        tickets_lock = threading.Lock()
+
+        def session_after_session() -> None:
+            # new sessions keep coming until both the sessions and the kills asked for are done, so
+            # that every kill lands among sessions at work
+            while time.monotonic() < client.deadline:
+                with tickets_lock:
+                    index = next(tickets)
+                    if index >= args.sessions and (kills.total() >= args.kills or not chaos.is_alive()):
+                        return
+                sid = drive(client, index)
+                with tickets_lock:
+                    sids.append(sid)
+
+        with phase(f"at least {args.sessions} sessions by {args.clients} clients, {args.kills} kills"):
+            with ThreadPoolExecutor(args.clients) as pool:
+                for future in [pool.submit(session_after_session) for _ in range(args.clients)]:
+                    future.result()
+            stop.set()
+            chaos.join(30)
         wall = time.monotonic() - started
-        for process in [*servers, *workers]:
-            process.stop()
-        llm.stop()
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-    completed = sum(1 for outcome, _ in outcomes if outcome == "completed")
-    stuck = sum(1 for outcome, _ in outcomes if outcome == "stuck")
-    duplicated = sum(max(0, len(tags) - len(EXPECTED)) for outcome, tags in outcomes if outcome == "completed")
-    lost = sum(1 for outcome, tags in outcomes if outcome == "completed" and tags != EXPECTED and len(tags) <= 4)
-    print(f"sessions: {args.sessions}, workers killed: {kills}")
-    print(f"completed: {completed}")
-    print(f"stuck: {stuck}")
-    print(f"turns duplicated: {duplicated}")
-    print(f"turns lost: {lost}")
-    print(f"wall time: {wall:.1f} s")
-    return 0 if completed == args.sessions and not (stuck or duplicated or lost) else 1
+        with phase("checking every session"):
+            counts = check(fleet, sids, len(sids), ledger)
+    print(f"sessions: {len(sids)}, servers killed: {kills['server']}, workers killed: {kills['worker']}")
+    print(f"requests retried: {client.retries}")
+    for name, value in counts.items():
+        print(f"{name.replace('_', ' ')}: {value}")
+    print(f"wall time: {wall:.1f} s (load {loadavg()[0]})")
+    bad = {name: value for name, value in counts.items() if name != "completed" and value}
+    return 0 if not bad and counts["completed"] == len(sids) else 1
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)
