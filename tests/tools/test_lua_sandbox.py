@@ -20,7 +20,7 @@ from tests.tools.test_lua_toolbox import run, toolset, value
 CLASSIC = """
 local function system_from(root)
   for cls in python.iter(root.__class__.__base__.__subclasses__()) do
-    local ok, found = pcall(function() return cls.__init__.__globals__.get('system') end)
+    local ok, found = pcall(function() return cls.__init__.__globals__.system end)
     if ok and found then return found end
   end
 end
@@ -32,7 +32,8 @@ ESCAPES = {
     "python.none": CLASSIC.replace("{start}", "python.none"),
     "python.eval": "python.eval(\"__import__('os').system('touch {marker}')\")",
     "python.builtins": "python.builtins.__import__('os').system('touch {marker}')",
-    "python.as_attrgetter": CLASSIC.replace("{start}", "python.as_attrgetter(json)"),
+    "python.as_attrgetter": CLASSIC.replace("{start}", "python.as_attrgetter(python.none)"),
+    "python.iter's class": CLASSIC.replace("{start}", "python.iter({{}})"),
     "a library function's class": "return tools.call.__class__",
     "a library result's class": "local r = json.decode('{{\"a\": 1}}') return r.__class__.__base__.__subclasses__()",
     "a portal result": "local r = tools.list() return r.__class__.__mro__",
