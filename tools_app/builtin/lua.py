@@ -10,8 +10,8 @@ with its whole process group at the call's deadline (``timeout``, at most
 Lua is doing (a loop in a coroutine, a long pattern match, a growing table). ``pcall``,
 ``xpcall`` and ``coroutine.resume`` cannot catch the memory limit.
 
-No Python object reaches Lua: the library functions that need the host (``http``, ``fs``,
-``tools``) travel as JSON lines over the child's pipes and are answered here, by
+No Python object reaches Lua: the library functions that need the host (``json.decode``,
+``http``, ``fs``, ``tools``) travel as JSON lines over the child's pipes and are answered here, by
 :class:`_Host`, which treats every request as hostile.
 
 The state keeps the safe part of the standard library (``string`` without ``dump``, ``table``,
@@ -45,6 +45,7 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import marshal
 import math
 import os
 import select
@@ -64,7 +65,7 @@ from agents_app.builtins import BuiltinToolbox, LuaConfig
 from ..base import ToolContext, ToolResult
 from . import editing
 from .common import BuiltinTool, json_result, json_safe
-from .lua_child import PARENT_FUNCTIONS
+from .lua_child import LENGTH_BYTES, PARENT_FUNCTIONS
 from .sandbox import FileSandbox, SandboxError
 
 log = logging.getLogger("tools.lua")
@@ -126,9 +127,11 @@ class _Child:
             raise _Stopped("limit")
 
     def send(self, message: dict[str, Any]) -> None:
-        """Write one JSON line to the child without waiting past the deadline."""
+        """Write one message to the child (its length, then ``marshal`` data) without waiting past
+        the deadline; ``message`` holds JSON types only."""
         assert self.proc.stdin is not None
-        data = memoryview(json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n")
+        payload = marshal.dumps(message)
+        data = memoryview(len(payload).to_bytes(LENGTH_BYTES, "little") + payload)
         fd = self.proc.stdin.fileno()
         while data:
             self.check()
@@ -316,11 +319,16 @@ class _Host:
         """Run library function ``name`` (one of ``PARENT_FUNCTIONS``) on ``args``."""
         function = getattr(self, name)
         try:
-            return {"status": "ok", "value": function(*args)}
+            # Through JSON text: the child gets JSON types only (lists, not tuples), whatever a tool answered.
+            return {"status": "ok", "value": json.loads(json.dumps(json_safe(function(*args))))}
         except _Missing as missing:
             return {"status": "nil", "value": str(missing)}
         except (SandboxError, editing.EditError, ValueError, TypeError, OSError, httpx.HTTPError) as error:
             return {"status": "error", "value": f"{name.replace('_', '.', 1)}: {error}"}
+
+    # json
+    def json_decode(self, text: Any = None) -> Any:
+        return json.loads(str(text))
 
     # http
     def http_get(self, url: Any = None, headers: Any = None) -> Any:
