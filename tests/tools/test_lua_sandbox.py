@@ -146,3 +146,35 @@ def test_the_script_runs_in_a_process_of_its_own_with_os_limits(tmp_path: Path) 
     assert int(limits["Max address space"][0]) == (192 + 2 * 16) * 1024 * 1024
     assert outcome["result"].response.endswith("the script ran longer than its time limit (3s at most) and was stopped")
     assert _children() == children
+
+
+def test_library_calls_work_from_coroutines_and_fail_clearly_where_lua_cannot_yield(tmp_path: Path) -> None:
+    box = tmp_path / "box"
+    script = f"""
+      local co = coroutine.create(function(a)
+        local inner = coroutine.wrap(function() fs.write('{box}/c.txt', 'deep') return coroutine.yield('paused') end)
+        local paused = inner()
+        local got = coroutine.yield(a + 1)
+        return paused .. ':' .. inner(got) .. ':' .. fs.read('{box}/c.txt') .. ':' .. json.encode(json.decode('[1]'))
+      end)
+      local _, first = coroutine.resume(co, 1)
+      local _, last = coroutine.resume(co, 'resumed')
+      local bad, why = pcall(json.decode, '{{')
+      return {{first = first, last = last, decode = why, top = select(2, pcall(coroutine.yield, 1)),
+               gsub = select(2, pcall(string.gsub, 'a', '.', function(c) return json.encode(c) end))}}"""
+    assert value(run(tmp_path, script)) == {
+        "first": 2,
+        "last": "paused:resumed:deep:[1]",
+        "decode": "json.decode: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        "top": "attempt to yield from outside a coroutine",
+        "gsub": "attempt to yield across a C-call boundary",
+    }
+
+
+def test_a_sleep_past_the_deadline_ends_at_the_deadline(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run(tmp_path, "time.sleep(30) return 1", make_ctx(timeout=None), MaxExecutionTimeSeconds=1)
+    assert result.response == (
+        "Error: lua_lua_execute: the script ran longer than its time limit (1s at most) and was stopped"
+    )
+    assert time.monotonic() - started < 2
