@@ -42,6 +42,7 @@ printed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import logging
@@ -82,6 +83,7 @@ MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 POLL_SECONDS = 0.05
 
 
+@functools.cache
 def _lupa_directory() -> str:
     """The directory that holds the ``lupa`` package, for the child's ``sys.path``."""
     spec = importlib.util.find_spec("lupa")
@@ -277,7 +279,9 @@ class LuaTool(BuiltinTool):
         if kind == "printed":
             return ToolResult(str(message.get("text")))
         if kind == "memory":
-            return self.fail(f"the script used more than {megabytes} MB of memory and was stopped")
+            # Without MaxMemoryMB, the address-space limit is the one that ran out.
+            limit = megabytes or UNCAPPED_ADDRESS_SPACE // (1024 * 1024)
+            return self.fail(f"the script used more than {limit} MB of memory and was stopped")
         if kind == "syntax":
             return self.fail(f"syntax error: {message.get('message')}")
         if kind == "runtime":
@@ -287,7 +291,7 @@ class LuaTool(BuiltinTool):
         log.warning("lua child failed", extra={"kind": "tools.lua_child", "error": str(message.get("message"))})
         return self.fail("the Lua process failed; the script was stopped")
 
-    def _stopped_error(self, stopped: _Stopped, status: int | None, ctx: ToolContext) -> ToolResult:
+    def _stopped_error(self, stopped: _Stopped, status: int, ctx: ToolContext) -> ToolResult:
         """The error for a child that ended without its answer (``status``: its exit status)."""
         if ctx.cancel is not None and ctx.cancel.is_set():
             return self.fail("the call was cancelled; the script was stopped")
@@ -295,10 +299,8 @@ class LuaTool(BuiltinTool):
             return self.fail(f"the script ran longer than its time limit ({self._seconds_text(ctx)}) and was stopped")
         if str(stopped) == "protocol":
             return self.fail("the Lua process broke its protocol and was stopped")
-        # Nothing but the address-space limit ends the child early without a last line.
-        return self.fail(
-            f"the script used more memory than its process may ({self.config.MaxMemoryMB} MB for Lua) and was stopped"
-        )
+        ended = f"signal {-status}" if status < 0 else f"exit status {status}"
+        return self.fail(f"the Lua process ended without an answer ({ended}); the script was stopped")
 
     def _seconds_text(self, ctx: ToolContext) -> str:
         return f"{self.config.MaxExecutionTimeSeconds:g}s at most" if ctx.timeout is None else "its timeout"
