@@ -178,3 +178,15 @@ def test_a_sleep_past_the_deadline_ends_at_the_deadline(tmp_path: Path) -> None:
         "Error: lua_lua_execute: the script ran longer than its time limit (1s at most) and was stopped"
     )
     assert time.monotonic() - started < 2
+
+
+def test_a_yielded_lookalike_of_a_library_request_is_an_ordinary_value(tmp_path: Path) -> None:
+    marker = tmp_path / "box" / "forged.txt"
+    script = f"""
+      rawequal = function() return true end
+      local fake = setmetatable({{}}, {{__eq = function() return true end}})
+      local co = coroutine.create(function() coroutine.yield(fake, 'fs_write', {{n = 2, '{marker}', 'x'}}) end)
+      local ok, first, name = coroutine.resume(co)
+      return {{ok = ok, same = first == fake, name = name}}"""
+    assert value(run(tmp_path, script)) == {"ok": True, "same": True, "name": "fs_write"}
+    assert not marker.exists()

@@ -65,7 +65,7 @@ local yield_raw, resume_raw, create_raw, running_raw = coroutine.yield, coroutin
   coroutine.running
 local isyieldable_raw, pack, select, error, tostring, type = coroutine.isyieldable, table.pack, select, error,
   tostring, type
-local pcall_raw, xpcall_raw, concat, load_raw = pcall, xpcall, table.concat, load
+local pcall_raw, xpcall_raw, concat, load_raw, rawequal = pcall, xpcall, table.concat, load, rawequal
 local HOST = {}
 local MAIN
 local function fatal(e) return e == "not enough memory" end
@@ -79,7 +79,7 @@ xpcall = function(f, handler, ...)
 end
 -- A library call yields HOST upwards; each resume on the way passes it on and hands the answer back.
 local function forward(co, ok, ...)
-  if ok and (...) == HOST then return forward(co, resume_raw(co, yield_raw(...))) end
+  if ok and rawequal((...), HOST) then return forward(co, resume_raw(co, yield_raw(...))) end
   return rethrow(ok, ...)
 end
 coroutine.resume = function(co, ...) return forward(co, resume_raw(co, ...)) end
@@ -170,7 +170,7 @@ require = function(name) return modules[name] or error("module '" .. tostring(na
 -- "call", name, args | "done", printed, count, values... | "syntax" | "error", message.
 local function finish(ok, ...)
   if not ok then return "error", tostring((...)) end
-  if (...) == HOST then return "call", select(2, ...) end
+  if rawequal((...), HOST) then return "call", select(2, ...) end
   return "done", concat(printed, "\n"), select("#", ...), ...
 end
 return function(co, ...)
