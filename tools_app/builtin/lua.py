@@ -1,12 +1,18 @@
-"""The Lua toolbox: ``lua_<Name>_execute {script, timeout?}`` on an embedded Lua 5.4 (``lupa``)
-(README, "Built-in toolboxes").
+"""The Lua toolbox: ``lua_<Name>_execute {script, timeout?}`` on Lua 5.4 (``lupa``) in a process
+of its own per call (README, "Built-in toolboxes"; docs/tools.md, "The Lua toolbox").
 
-Each call gets a fresh Lua state whose heap is capped at ``MaxMemoryMB`` (0: no cap) and whose
-time is capped at ``timeout`` seconds (at most ``MaxExecutionTimeSeconds`` and the call's own
-limit). The time is checked every 1000 Lua instructions and at each library call; ``pcall``,
-``xpcall`` and ``coroutine.resume`` cannot catch the time or memory limit. A library function
-still running at the limit (a long pattern match) is left to finish on its own: the call answers
-at the limit all the same.
+Each call starts :mod:`tools_app.builtin.lua_child` as ``python -I -S`` in a new session, with
+an empty environment, only its three pipes open and ``/`` as its directory. That process gets a
+fresh Lua state whose heap is capped at ``MaxMemoryMB`` (0: no cap), sets its own OS limits
+before any Lua runs (CPU seconds, address space, no file writes, no new process) and is killed
+with its whole process group at the call's deadline (``timeout``, at most
+``MaxExecutionTimeSeconds`` and the call's own limit) or when the call is cancelled, whatever
+Lua is doing (a loop in a coroutine, a long pattern match, a growing table). ``pcall``,
+``xpcall`` and ``coroutine.resume`` cannot catch the memory limit.
+
+No Python object reaches Lua: the library functions that need the host (``json.decode``,
+``http``, ``fs``, ``tools``) travel as JSON lines over the child's pipes and are answered here, by
+:class:`_Host`, which treats every request as hostile.
 
 The state keeps the safe part of the standard library (``string`` without ``dump``, ``table``,
 ``math``, ``utf8``, ``coroutine``, ``os.time``/``clock``/``date``/``difftime``, ``load`` for text
@@ -25,6 +31,10 @@ only) and adds, as globals (``require`` returns them too):
   ``{status = "ok" | "error", data, result_txt, error, duration}``; a tool called this way gets no
   portal itself. ``tools.list()`` names the allowed tools.
 
+The library functions are reached by a coroutine yield, so they cannot be called where Lua cannot
+yield (inside a ``string.gsub`` replacement function, a ``table.sort`` comparator or a
+``__tostring``/``__gc`` metamethod): there they raise "attempt to yield across a C-call boundary".
+
 The script's return value is the result, as JSON; a script that returns nothing gets what it
 printed.
 """
@@ -32,150 +42,152 @@ printed.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import json
 import logging
+import marshal
+import math
+import os
+import select
+import signal
+import subprocess
+import sys
 import threading
 import time
-from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import lupa.lua54 as lua
 
 from agents_app.builtins import BuiltinToolbox, LuaConfig
 
 from ..base import ToolContext, ToolResult
 from . import editing
 from .common import BuiltinTool, json_result, json_safe
+from .lua_child import LENGTH_BYTES, PARENT_FUNCTIONS
 from .sandbox import FileSandbox, SandboxError
 
 log = logging.getLogger("tools.lua")
 
-#: Seconds the call waits past the limit for a library function that does not give control back.
-GRACE_SECONDS = 1.0
-#: Deepest table nesting converted to JSON.
-MAX_DEPTH = 100
-
-PRELUDE = r"""
-local py = ...
-local error, pcall_raw, xpcall_raw, resume = error, pcall, xpcall, coroutine.resume
-local LIMIT = setmetatable({}, {__tostring = function() return "limit reached" end})
-local function fatal(e) return e == LIMIT or e == "not enough memory" end
-debug.sethook(function() if py.expired() then error(LIMIT, 0) end end, "", 1000)
-local function rethrow(ok, ...)
-  if not ok and fatal((...)) then error((...), 0) end
-  return ok, ...
-end
-pcall = function(f, ...) return rethrow(pcall_raw(f, ...)) end
-xpcall = function(f, handler, ...)
-  return rethrow(xpcall_raw(f, function(e) if fatal(e) then return e end return handler(e) end, ...))
-end
-coroutine.resume = function(co, ...) return rethrow(resume(co, ...)) end
-local load_raw = load
-load = function(chunk, name, _, env) return load_raw(chunk, name, "t", env) end
-os = {time = os.time, clock = os.clock, date = os.date, difftime = os.difftime}
-string.dump = nil
-io, debug, package, dofile, loadfile, collectgarbage = nil, nil, nil, nil, nil, nil
-
-local function lib(names)
-  local module = {}
-  for _, name in ipairs(names) do
-    local f = py[name]
-    module[name:match("_(.*)$")] = function(...)
-      local status, value = f(...)
-      if py.expired() then error(LIMIT, 0) end
-      if status == "error" then error(value, 2) end
-      if status == "nil" then return nil, value end
-      return value
-    end
-  end
-  return module
-end
-json = lib({"json_encode", "json_decode"})
-http = lib({"http_get", "http_post", "http_request"})
-time = lib({"time_now", "time_sleep", "time_format", "time_diff"})
-fs = lib({"fs_read", "fs_write", "fs_list", "fs_exists", "fs_isdir", "fs_isfile", "fs_mkdir", "fs_patch"})
-tools = lib({"tools_call", "tools_list"})
-print = function(...)
-  local parts = {}
-  for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
-  py.print(table.concat(parts, "\t"))
-end
-
-text = {}
-function text.split(s, sep)
-  local out, start = {}, 1
-  sep = sep or ","
-  if sep == "" then for c in s:gmatch(utf8.charpattern) do out[#out + 1] = c end return out end
-  while true do
-    local i, j = string.find(s, sep, start, true)
-    if not i then out[#out + 1] = s:sub(start) return out end
-    out[#out + 1] = s:sub(start, i - 1)
-    start = j + 1
-  end
-end
-function text.trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
-function text.upper(s) return s:upper() end
-function text.lower(s) return s:lower() end
-function text.find(s, sub, init) return string.find(s, sub, init or 1, true) end
-function text.gsub(s, pattern, repl, n) return (string.gsub(s, pattern, repl, n)) end
-function text.startswith(s, prefix) return s:sub(1, #prefix) == prefix end
-function text.endswith(s, suffix) return suffix == "" or s:sub(-#suffix) == suffix end
-function text.len(s) return utf8.len(s) or #s end
-function text.sub(s, i, j)
-  local n = utf8.len(s)
-  if not n then return s:sub(i, j) end
-  i, j = i or 1, j or -1
-  if i < 0 then i = n + i + 1 end
-  if j < 0 then j = n + j + 1 end
-  if i < 1 then i = 1 end
-  if j > n then j = n end
-  if i > j then return "" end
-  local last = utf8.offset(s, j + 1) or (#s + 1)
-  return s:sub(utf8.offset(s, i), last - 1)
-end
-local modules = {json = json, http = http, time = time, fs = fs, text = text, tools = tools}
-require = function(name) return modules[name] or error("module '" .. tostring(name) .. "' not found", 2) end
-"""
+#: The child's program (run as a file: ``-I -S`` puts neither the server nor site-packages on its path).
+CHILD = Path(__file__).with_name("lua_child.py")
+#: Bytes of address space the child gets on top of ``MaxMemoryMB`` (Python, lupa and their mappings).
+BASE_ADDRESS_SPACE = 192 * 1024 * 1024
+#: Bytes of address space of a child whose toolbox sets no memory limit (``MaxMemoryMB`` 0).
+UNCAPPED_ADDRESS_SPACE = 4096 * 1024 * 1024
+#: The longest line (bytes) the parent reads from the child: a library call or the result.
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+#: Seconds between two looks at the call's cancellation while the child runs.
+POLL_SECONDS = 0.05
 
 
-class _Limits:
-    """The deadline and cancellation of one script, and whether a limit stopped it."""
+@functools.cache
+def _lupa_directory() -> str:
+    """The directory that holds the ``lupa`` package, for the child's ``sys.path``."""
+    spec = importlib.util.find_spec("lupa")
+    assert spec is not None and spec.submodule_search_locations is not None
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+class _Stopped(Exception):
+    """The child was stopped: its deadline passed, the call was cancelled or it broke the protocol."""
+
+
+class _Child:
+    """One running child: its pipes, the call's deadline, and the group kill.
+
+    Args:
+        seconds: the wall-clock limit from now.
+        cancel: the call's cancellation, if any.
+    """
 
     def __init__(self, seconds: float, cancel: threading.Event | None) -> None:
         self.seconds = seconds
         self.deadline = time.monotonic() + seconds
         self.cancel = cancel
-        self.hit = False
+        self.buffer = bytearray()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(CHILD), _lupa_directory()],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={},
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
+        )
 
     def remaining(self) -> float:
+        """Seconds left before the deadline (0 at or past it)."""
         return max(0.0, self.deadline - time.monotonic())
 
-    def expired(self) -> bool:
-        if time.monotonic() > self.deadline or (self.cancel is not None and self.cancel.is_set()):
-            self.hit = True
-        return self.hit
+    def check(self) -> None:
+        """Raise :class:`_Stopped` once the deadline passed or the call was cancelled."""
+        if self.remaining() <= 0 or (self.cancel is not None and self.cancel.is_set()):
+            raise _Stopped("limit")
 
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message to the child (its length, then ``marshal`` data) without waiting past
+        the deadline; ``message`` holds JSON types only."""
+        assert self.proc.stdin is not None
+        payload = marshal.dumps(message)
+        data = memoryview(len(payload).to_bytes(LENGTH_BYTES, "little") + payload)
+        fd = self.proc.stdin.fileno()
+        while data:
+            self.check()
+            _, writable, _ = select.select([], [fd], [], min(POLL_SECONDS, self.remaining()))
+            if writable:
+                try:
+                    data = data[os.write(fd, data[: select.PIPE_BUF]) :]
+                except BrokenPipeError:
+                    raise _Stopped("gone") from None
 
-def to_python(value: Any, depth: int = 0) -> Any:
-    """A Lua value as JSON-ready Python: a table with keys 1..n is a list, another an object.
+    def receive(self) -> dict[str, Any]:
+        """Read the child's next JSON line, waiting at most until the deadline.
 
-    Raises:
-        ValueError: a function, coroutine or userdata, or tables nested too deep (cycles).
-    """
-    if depth > MAX_DEPTH:
-        raise ValueError("tables nested too deep (or a cycle) to turn into JSON")
-    kind = lua.lua_type(value)
-    if kind is None:
-        return json_safe(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
-    if kind != "table":
-        raise ValueError(f"a Lua {kind} cannot be turned into JSON")
-    items = list(value.items())
-    keys = [k for k, _ in items]
-    if keys and keys == list(range(1, len(keys) + 1)):
-        return [to_python(v, depth + 1) for _, v in items]
-    return {str(k): to_python(v, depth + 1) for k, v in items}
+        Raises:
+            _Stopped: the deadline passed, the call was cancelled, the child ended without a
+                line, or the line is too long or not a JSON object.
+        """
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_MESSAGE_BYTES:
+                raise _Stopped("protocol")
+            self.check()
+            readable, _, _ = select.select([fd], [], [], min(POLL_SECONDS, self.remaining()))
+            if readable:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    raise _Stopped("gone")
+                self.buffer += data
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise _Stopped("protocol") from None
+        if not isinstance(message, dict):
+            raise _Stopped("protocol")
+        return message
+
+    def end(self) -> int:
+        """SIGKILL the child's process group (it is the group's leader), reap it and close the
+        pipes; the child's exit status (negative: the signal that ended it). Once reaped, its pid
+        may belong to a stranger: a second call only answers the status."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        status = self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        return status
 
 
 class LuaTool(BuiltinTool):
@@ -224,107 +236,111 @@ class LuaTool(BuiltinTool):
             seconds = min(seconds, float(asked))
         if ctx.timeout is not None:
             seconds = min(seconds, ctx.timeout)
-        limits = _Limits(seconds, ctx.cancel)
-        outcome: dict[str, Any] = {}
-        worker = threading.Thread(target=self._execute, args=(script, ctx, limits, outcome), daemon=True)
-        worker.start()
-        worker.join(seconds + GRACE_SECONDS)
-        if worker.is_alive():
-            limits.hit = True
-            return self._limit_error(ctx)
-        return outcome["result"]
+        try:
+            child = _Child(seconds, ctx.cancel)
+        except OSError as error:
+            return self.fail(f"the Lua process could not start: {error}")
+        try:
+            return self._converse(child, script, ctx)
+        except _Stopped as stopped:
+            return self._stopped_error(stopped, child.end(), ctx)
+        finally:
+            child.end()
 
-    def _limit_error(self, ctx: ToolContext) -> ToolResult:
+    def _converse(self, child: _Child, script: str, ctx: ToolContext) -> ToolResult:
+        """Hand the child its job, answer its library calls, and turn its last line into the result."""
+        megabytes = self.config.MaxMemoryMB
+        child.send(
+            {
+                "script": script,
+                "seconds": child.seconds,
+                "max_memory": megabytes * 1024 * 1024,
+                "address_space": BASE_ADDRESS_SPACE + 2 * megabytes * 1024 * 1024
+                if megabytes
+                else UNCAPPED_ADDRESS_SPACE,
+                # A CPU second past the wall-clock limit: the kill at the deadline comes first.
+                "cpu_seconds": math.ceil(child.seconds) + 1,
+                "output_max_bytes": ctx.output_max_bytes,
+            }
+        )
+        host = _Host(self, ctx, child)
+        while True:
+            message = child.receive()
+            if "call" not in message:
+                break
+            name, args = message.get("call"), message.get("args")
+            if name not in PARENT_FUNCTIONS or not isinstance(args, list):
+                raise _Stopped("protocol")
+            child.send(host.answer(str(name), args))
+            child.check()
+        kind = message.get("done")
+        if kind == "result":
+            return json_result(json_safe(message.get("value")))
+        if kind == "printed":
+            return ToolResult(str(message.get("text")))
+        if kind == "memory":
+            # Without MaxMemoryMB, the address-space limit is the one that ran out.
+            limit = megabytes or UNCAPPED_ADDRESS_SPACE // (1024 * 1024)
+            return self.fail(f"the script used more than {limit} MB of memory and was stopped")
+        if kind == "syntax":
+            return self.fail(f"syntax error: {message.get('message')}")
+        if kind == "runtime":
+            return self.fail(f"runtime error: {message.get('message')}")
+        if kind == "value":
+            return self.fail(f"the script's return value: {message.get('message')}")
+        log.warning("lua child failed", extra={"kind": "tools.lua_child", "error": str(message.get("message"))})
+        return self.fail("the Lua process failed; the script was stopped")
+
+    def _stopped_error(self, stopped: _Stopped, status: int, ctx: ToolContext) -> ToolResult:
+        """The error for a child that ended without its answer (``status``: its exit status)."""
         if ctx.cancel is not None and ctx.cancel.is_set():
             return self.fail("the call was cancelled; the script was stopped")
-        return self.fail(f"the script ran longer than its time limit ({self._seconds_text(ctx)}) and was stopped")
+        if str(stopped) == "limit" or status == -signal.SIGXCPU:
+            return self.fail(f"the script ran longer than its time limit ({self._seconds_text(ctx)}) and was stopped")
+        if str(stopped) == "protocol":
+            return self.fail("the Lua process broke its protocol and was stopped")
+        ended = f"signal {-status}" if status < 0 else f"exit status {status}"
+        return self.fail(f"the Lua process ended without an answer ({ended}); the script was stopped")
 
     def _seconds_text(self, ctx: ToolContext) -> str:
         return f"{self.config.MaxExecutionTimeSeconds:g}s at most" if ctx.timeout is None else "its timeout"
 
-    def _execute(self, script: str, ctx: ToolContext, limits: _Limits, outcome: dict[str, Any]) -> None:
-        megabytes = self.config.MaxMemoryMB
-        runtime = lua.LuaRuntime(
-            register_eval=False,
-            register_builtins=False,
-            unpack_returned_tuples=True,
-            max_memory=megabytes * 1024 * 1024 if megabytes else 0,
-        )
-        printed: list[str] = []
-        try:
-            runtime.execute(PRELUDE, runtime.table_from(_Library(self, runtime, ctx, limits, printed).functions()))
-            value = runtime.execute(script)
-            if isinstance(value, tuple):
-                value = list(value)
-            result = to_python(value)
-            if result is None and printed:
-                outcome["result"] = ToolResult("\n".join(printed))
-            else:
-                outcome["result"] = json_result(result)
-        except lua.LuaMemoryError:
-            outcome["result"] = self.fail(f"the script used more than {megabytes} MB of memory and was stopped")
-        except lua.LuaSyntaxError as error:
-            outcome["result"] = self.fail(f"syntax error: {error}")
-        except lua.LuaError as error:
-            if limits.hit:
-                outcome["result"] = self._limit_error(ctx)
-            elif str(error).endswith("not enough memory"):
-                outcome["result"] = self.fail(f"the script used more than {megabytes} MB of memory and was stopped")
-            else:
-                outcome["result"] = self.fail(f"runtime error: {error}")
-        except ValueError as error:
-            outcome["result"] = self.fail(f"the script's return value: {error}")
 
+class _Host:
+    """The library functions the child asks the server for (``http``, ``fs``, ``tools``).
 
-class _Library:
-    """The Python side of the Lua globals for one script. Each function answers
-    ``("ok", value)``, ``("nil", message)`` or ``("error", message)``."""
+    Arguments arrive as JSON values from a process that runs hostile code: each function checks
+    their types. :meth:`answer` gives ``{"status": "ok" | "nil" | "error", "value": ...}``.
+    """
 
-    def __init__(self, tool: LuaTool, runtime: Any, ctx: ToolContext, limits: _Limits, printed: list[str]) -> None:
-        self.tool, self.runtime, self.ctx, self.limits, self.printed = tool, runtime, ctx, limits, printed
+    def __init__(self, tool: LuaTool, ctx: ToolContext, child: _Child) -> None:
+        self.tool, self.ctx, self.child = tool, ctx, child
         self.portal_calls = 0
 
-    def functions(self) -> dict[str, Any]:
-        names = [name for name in dir(self) if name.split("_")[0] in ("json", "http", "time", "fs", "tools")]
-        table = {name: self._guard(getattr(self, name)) for name in names}
-        return {**table, "expired": self.limits.expired, "print": self._print}
-
-    def _guard(self, function: Any) -> Any:
-        def guarded(*args: Any) -> tuple[str, Any]:
-            try:
-                return "ok", function(*args)
-            except _Missing as missing:
-                return "nil", str(missing)
-            except (SandboxError, editing.EditError, ValueError, TypeError, OSError, httpx.HTTPError) as error:
-                return "error", f"{function.__name__.replace('_', '.', 1)}: {error}"
-
-        return guarded
-
-    def _print(self, line: str) -> None:
-        if sum(len(p) for p in self.printed) < self.ctx.output_max_bytes:
-            self.printed.append(str(line))
-
-    def _lua(self, value: Any) -> Any:
-        if isinstance(value, dict | list):
-            return self.runtime.table_from(value, recursive=True)
-        return value
+    def answer(self, name: str, args: list[Any]) -> dict[str, Any]:
+        """Run library function ``name`` (one of ``PARENT_FUNCTIONS``) on ``args``."""
+        function = getattr(self, name)
+        try:
+            # Through JSON text: the child gets JSON types only (lists, not tuples), whatever a tool answered.
+            return {"status": "ok", "value": json.loads(json.dumps(json_safe(function(*args))))}
+        except _Missing as missing:
+            return {"status": "nil", "value": str(missing)}
+        except (SandboxError, editing.EditError, ValueError, TypeError, OSError, httpx.HTTPError) as error:
+            return {"status": "error", "value": f"{name.replace('_', '.', 1)}: {error}"}
 
     # json
-    def json_encode(self, value: Any) -> str:
-        return json.dumps(to_python(value), ensure_ascii=False)
-
-    def json_decode(self, text: Any) -> Any:
-        return self._lua(json.loads(str(text)))
+    def json_decode(self, text: Any = None) -> Any:
+        return json.loads(str(text))
 
     # http
-    def http_get(self, url: str, headers: Any = None) -> Any:
+    def http_get(self, url: Any = None, headers: Any = None) -> Any:
         return self._request("GET", url, headers, None)
 
-    def http_post(self, url: str, body: Any = None, headers: Any = None) -> Any:
+    def http_post(self, url: Any = None, body: Any = None, headers: Any = None) -> Any:
         return self._request("POST", url, headers, body)
 
-    def http_request(self, options: Any) -> Any:
-        spec = to_python(options) if lua.lua_type(options) == "table" else {}
+    def http_request(self, options: Any = None) -> Any:
+        spec = options if isinstance(options, dict) else {}
         return self._request(str(spec.get("method") or "GET"), spec.get("url"), spec.get("headers"), spec.get("body"))
 
     def _request(self, method: str, url: Any, headers: Any, body: Any) -> Any:
@@ -336,10 +352,10 @@ class _Library:
         if parts.hostname.lower() not in self.tool.allowed_hosts:
             allowed = ", ".join(sorted(self.tool.allowed_hosts)) or "none"
             raise ValueError(f"host {parts.hostname!r} is not in AllowedHosts (allowed: {allowed})")
-        headers = to_python(headers) if lua.lua_type(headers) == "table" else {}
-        content = body if isinstance(body, str | bytes) or body is None else json.dumps(to_python(body))
+        headers = headers if isinstance(headers, dict) else {}
+        content = body if isinstance(body, str) or body is None else json.dumps(body)
         limit = self.ctx.output_max_bytes
-        with httpx.Client(timeout=max(0.1, self.limits.remaining()), follow_redirects=False) as client:
+        with httpx.Client(timeout=max(0.1, self.child.remaining()), follow_redirects=False) as client:
             with client.stream(
                 method.upper(), url, headers={str(k): str(v) for k, v in headers.items()}, content=content
             ) as response:
@@ -348,31 +364,14 @@ class _Library:
                     data += chunk
                     if len(data) > limit:
                         raise ValueError(f"the answer is longer than {limit} bytes")
-                return self._lua(
-                    {
-                        "status": response.status_code,
-                        "body": data.decode("utf-8", "replace"),
-                        "headers": dict(response.headers),
-                    }
-                )
-
-    # time
-    def time_now(self) -> float:
-        return time.time()
-
-    def time_sleep(self, seconds: Any) -> bool:
-        time.sleep(min(max(float(seconds), 0.0), self.limits.remaining()))
-        return True
-
-    def time_format(self, stamp: Any = None, pattern: Any = None) -> str:
-        moment = datetime.fromtimestamp(time.time() if stamp is None else float(stamp), UTC)
-        return moment.strftime(str(pattern) if pattern else "%Y-%m-%dT%H:%M:%SZ")
-
-    def time_diff(self, later: Any, earlier: Any) -> float:
-        return float(later) - float(earlier)
+                return {
+                    "status": response.status_code,
+                    "body": data.decode("utf-8", "replace"),
+                    "headers": dict(response.headers),
+                }
 
     # fs
-    def fs_read(self, path: Any) -> str:
+    def fs_read(self, path: Any = None) -> str:
         try:
             target = self.tool.sandbox.check_read(str(path))
         except SandboxError as error:
@@ -383,41 +382,40 @@ class _Library:
             raise ValueError(f"{path} is not a regular file")
         return target.read_bytes().decode("utf-8", "replace")
 
-    def fs_write(self, path: Any, content: Any) -> bool:
+    def fs_write(self, path: Any = None, content: Any = None) -> bool:
         data = str(content).encode("utf-8", "surrogatepass")
         editing.write_atomically(self.tool.sandbox.check_write(str(path), len(data)), data)
         return True
 
-    def fs_list(self, path: Any) -> Any:
+    def fs_list(self, path: Any = None) -> list[str]:
         target = self.tool.sandbox.check_read(str(path))
-        names = sorted(child.name for child in target.iterdir() if self.tool.sandbox.allows(str(child.resolve())))
-        return self._lua(names)
+        return sorted(child.name for child in target.iterdir() if self.tool.sandbox.allows(str(child.resolve())))
 
-    def fs_exists(self, path: Any) -> bool:
+    def fs_exists(self, path: Any = None) -> bool:
         return self.tool.sandbox.check_access(str(path)).exists()
 
-    def fs_isdir(self, path: Any) -> bool:
+    def fs_isdir(self, path: Any = None) -> bool:
         return self.tool.sandbox.check_access(str(path)).is_dir()
 
-    def fs_isfile(self, path: Any) -> bool:
+    def fs_isfile(self, path: Any = None) -> bool:
         return self.tool.sandbox.check_access(str(path)).is_file()
 
-    def fs_mkdir(self, path: Any) -> bool:
+    def fs_mkdir(self, path: Any = None) -> bool:
         target = self.tool.sandbox.check_write(str(path))
         target.mkdir()
         return True
 
-    def fs_patch(self, path: Any, patch: Any) -> Any:
+    def fs_patch(self, path: Any = None, patch: Any = None) -> Any:
         arguments = {"path": str(path), "patch": str(patch)}
-        return self._lua(editing.patch_file(self.tool.sandbox, self.tool.name, arguments, self.ctx))
+        return editing.patch_file(self.tool.sandbox, self.tool.name, arguments, self.ctx)
 
     # tools
-    def tools_list(self) -> Any:
+    def tools_list(self) -> list[dict[str, str]]:
         lookup = self.ctx.tools
         found = [lookup.get(name) for name in self.tool.config.AllowedTools] if lookup else []
-        return self._lua([{"name": t.name, "description": t.description} for t in found if t is not None])
+        return [{"name": t.name, "description": t.description} for t in found if t is not None]
 
-    def tools_call(self, name: Any, args: Any = None) -> Any:
+    def tools_call(self, name: Any = None, args: Any = None) -> dict[str, Any]:
         allowed = self.tool.config.AllowedTools
         if self.ctx.tools is None:
             raise ValueError("the tool portal is not available here (tools called through it get none)")
@@ -426,14 +424,14 @@ class _Library:
         target = self.ctx.tools.get(str(name))
         if target is None:
             raise ValueError(f"no tool {name!r} in this agent")
-        arguments = to_python(args) if lua.lua_type(args) == "table" else {}
+        arguments = args if args is not None else {}
         if not isinstance(arguments, dict):
             raise ValueError("the arguments must be a table of name = value")
         self.portal_calls += 1
         context = dataclasses.replace(
             self.ctx,
             tools=None,
-            timeout=self.limits.remaining(),
+            timeout=self.child.remaining(),
             tool_call_id=f"{self.ctx.tool_call_id}.portal{self.portal_calls}",
         )
         started = time.monotonic()
@@ -453,8 +451,8 @@ class _Library:
         data = response.get("content") if isinstance(response, dict) and response.get("type") == "json" else response
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
         if result.is_error:
-            return self._lua({"status": "error", "error": text, "result_txt": text, "duration": duration})
-        return self._lua({"status": "ok", "data": data, "result_txt": text, "duration": duration})
+            return {"status": "error", "error": text, "result_txt": text, "duration": duration}
+        return {"status": "ok", "data": data, "result_txt": text, "duration": duration}
 
 
 class _Missing(Exception):
