@@ -7,12 +7,15 @@ values; what the agent declares (MCP ``env``) and a bound secret parameter do re
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from devtools.mockllm import MockLlmServer
-from tests.harness import ROOT, Server, wait_until, write_agent, write_tool
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, free_port, wait_until, write_agent, write_tool
 
 SCRIPT = {
     "rules": [
@@ -129,3 +132,23 @@ def test_strict_tool_environments_hold_the_allow_list_and_what_is_declared(
     # the MCP SDK adds LOGNAME, SHELL, TERM and USER to every stdio server (under ours)
     allowed = {"PATH", "HOME", "LANG", "TZ", "TMPDIR", "MCP_DECLARED", "LOGNAME", "SHELL", "TERM", "USER"}
     assert {n for n in mcp if not n.startswith("LC_")} - allowed == set()
+
+
+def _serve(tmp: Path, *flags: str, **env: str) -> subprocess.CompletedProcess[str]:
+    agent = write_agent(tmp, "plain", "http://127.0.0.1:9/v1")
+    argv = [sys.executable, "-m", "agentsite.cli", "serve", "--agent-file", str(agent), f"--port={free_port()}"]
+    return subprocess.run(
+        [*argv, *flags], cwd=tmp, env=base_env(**env), capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
+
+
+@pytest.mark.integration
+def test_another_mode_stops_serve_with_status_2_saying_so(tmp_path: Path) -> None:
+    refused = _serve(tmp_path, AGENTS_TOOL_ENV="none")
+    assert refused.returncode == 2
+    assert refused.stderr == "agents serve: AGENTS_TOOL_ENV (--tool-env) takes clean or strict, not 'none'\n"
+    flag = _serve(tmp_path, "--tool-env", "none")
+    assert flag.returncode == 2 and "argument --tool-env: invalid choice: 'none'" in flag.stderr
+    assert "Traceback" not in refused.stderr + flag.stderr
+    # nothing was made: the settings were refused before the database was opened
+    assert not (tmp_path / "agents-server.db").exists()
