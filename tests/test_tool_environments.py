@@ -149,6 +149,11 @@ def test_another_mode_stops_serve_with_status_2_saying_so(tmp_path: Path) -> Non
     assert refused.stderr == "agents serve: AGENTS_TOOL_ENV (--tool-env) takes clean or strict, not 'none'\n"
     flag = _serve(tmp_path, "--tool-env", "none")
     assert flag.returncode == 2 and "argument --tool-env: invalid choice: 'none'" in flag.stderr
-    assert "Traceback" not in refused.stderr + flag.stderr
+    worker = subprocess.run(
+        [sys.executable, "-m", "agentsite.cli", "worker", "--tool-env", "none"],
+        cwd=tmp_path, env=base_env(), capture_output=True, text=True, timeout=PROCESS_TIMEOUT,
+    )
+    assert worker.returncode == 2 and "argument --tool-env: invalid choice: 'none'" in worker.stderr
+    assert "Traceback" not in refused.stderr + flag.stderr + worker.stderr
     # nothing was made: the settings were refused before the database was opened
     assert not (tmp_path / "agents-server.db").exists()
