@@ -30,6 +30,7 @@ from typing import Any
 from agents_app.keys import api_key_for
 from agents_app.schema import AgentSpec, ParameterDecl, SecretSource
 from agentsite.errors import ForbiddenParams, InvalidParams, UnknownParams
+from agentsite.toolenv import base_environment, unreadable
 
 #: Seconds a ``Command`` default may run.
 COMMAND_TIMEOUT = 10.0
@@ -193,15 +194,20 @@ def resolve_default(source: SecretSource, *, base_dir: Path, api_keys: Mapping[s
     """Resolve a ``default`` once (docs/agents.md §8): never raises, a failure is a :class:`DefaultValue`
     without value.
 
-    ``EnvVar`` reads this process's environment; ``FileSystem`` reads a file (relative to
-    ``base_dir``, the agent file's directory) without its trailing line break; ``Command`` runs
-    an argv (in ``base_dir``, for at most :data:`COMMAND_TIMEOUT` seconds) and takes its stdout
-    without the trailing line break; ``ApiKey`` is an entry of the API keys file.
+    ``EnvVar`` reads this process's environment, only the variables tool processes get (never
+    the server's own configuration: docs/tools.md, "Tool environments"); ``FileSystem`` reads a
+    file (relative to ``base_dir``, the agent file's directory) without its trailing line break;
+    ``Command`` runs an argv (in ``base_dir``, for at most :data:`COMMAND_TIMEOUT` seconds, in the
+    tool environment) and takes its stdout without the trailing line break; ``ApiKey`` is an
+    entry of the API keys file.
     """
     kind, contents = source.kind, source.contents
     if kind == "Given":
         return DefaultValue(kind, contents)
     if kind == "EnvVar":
+        refused = unreadable(contents)
+        if refused is not None:
+            return DefaultValue(kind, problem=f"EnvVar {refused}")
         if contents not in os.environ:
             return DefaultValue(kind, problem=f"EnvVar {contents} is not set")
         return DefaultValue(kind, os.environ[contents])
@@ -218,7 +224,12 @@ def resolve_default(source: SecretSource, *, base_dir: Path, api_keys: Mapping[s
             return DefaultValue(kind, problem=f"FileSystem {path}: {type(error).__name__}")
     try:
         done = subprocess.run(
-            contents, cwd=base_dir, capture_output=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL
+            contents,
+            cwd=base_dir,
+            capture_output=True,
+            timeout=COMMAND_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            env=base_environment(),
         )
     except (OSError, subprocess.SubprocessError) as error:
         return DefaultValue(kind, problem=f"Command {contents[0]}: {type(error).__name__}")

@@ -21,6 +21,24 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 #: Addresses that mean "every interface" rather than one address clients connect to.
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
+#: The server's own configuration, by prefix: ours (``AGENTS_``), Django's and Celery's, the
+#: ``openai`` SDK's (it reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ...) and libpq's (``PGPASSWORD``,
+#: ``PGHOST``, ... which psycopg reads for what ``DATABASE_URL`` leaves out). No tool process gets
+#: them (docs/tools.md, "Tool environments"); ``tests/test_toolenv.py`` checks that every variable
+#: the code reads is covered here.
+SERVER_VARIABLE_PREFIXES = ("AGENTS_", "DJANGO_", "CELERY_", "OPENAI_", "PG")
+#: The server's own configuration, by name (``SECRET_KEY``: the name a deployment may use for it).
+SERVER_VARIABLES = frozenset({"DATABASE_URL", "REDIS_URL", "SECRET_KEY"})
+
+
+def is_server_variable(name: str) -> bool:
+    """Whether the environment variable ``name`` is the server's own configuration, which no tool
+    process receives or reads (:data:`SERVER_VARIABLE_PREFIXES`, :data:`SERVER_VARIABLES`).
+
+    Names are compared as written: environment variables are case-sensitive.
+    """
+    return name in SERVER_VARIABLES or name.startswith(SERVER_VARIABLE_PREFIXES)
+
 
 def database_url() -> str:
     """``DATABASE_URL``, or the SQLite file ``agents-server.db`` of the working directory.

@@ -20,6 +20,7 @@ from django.conf import settings
 
 from agentsite.errors import ApiError
 from agentsite.isolation import IsolationSpec
+from agentsite.toolenv import base_environment
 from sessions_app.services.continuations import normalize_tool_result
 from tools_app.base import Tool, ToolContext, ToolLookup, ToolResult, cap_result
 from tools_app.bash.process import run_process, tail_text
@@ -78,7 +79,7 @@ def run(call: dict[str, Any], context: ToolContext) -> ToolResult:
         outcome = run_process(
             spec.argv(),
             stdin_data=json.dumps(envelope).encode(),
-            env=None,
+            env=base_environment(),
             timeout=context.timeout,
             max_stdout=context.output_max_bytes + ENVELOPE_OVERHEAD_BYTES,
             cancel=context.cancel,

@@ -59,6 +59,13 @@ def _apply_isolation_flag(args: argparse.Namespace, command: str) -> None:
     os.environ["AGENTS_ISOLATE_TOOLS"] = value
 
 
+def _apply_tool_env_flag(args: argparse.Namespace) -> None:
+    """``--tool-env clean|strict`` into ``AGENTS_TOOL_ENV`` (docs/tools.md, "Tool environments");
+    argparse refuses other values, the settings refuse another ``AGENTS_TOOL_ENV``."""
+    if args.tool_env:
+        os.environ["AGENTS_TOOL_ENV"] = args.tool_env
+
+
 def _auth_config_or_exit() -> Any:
     """Check the authentication flags together (docs/api.md §10.9); exit 2 naming the problem."""
     from django.conf import settings
@@ -87,6 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
     _apply_isolation_flag(args, "serve")
+    _apply_tool_env_flag(args)
     if args.no_ui:
         os.environ["AGENTS_NO_UI"] = "true"
     # the default allowed hosts follow the bound address
@@ -145,6 +153,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.stream_tokens:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
     _apply_isolation_flag(args, "worker")
+    _apply_tool_env_flag(args)
     setup_django("worker")
     from django.conf import settings
 
@@ -239,6 +248,19 @@ def _add_isolation_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tool_env_flag(parser: argparse.ArgumentParser) -> None:
+    """``--tool-env``, read by :func:`_apply_tool_env_flag` (``serve`` and ``worker``)."""
+    from agentsite.toolenv import MODES
+
+    parser.add_argument(
+        "--tool-env",
+        choices=MODES,
+        default=None,
+        help="what tool processes inherit: clean (the environment without the server's configuration,"
+        " the default) or strict (PATH, HOME, LANG, LC_*, TZ, TMPDIR only); env AGENTS_TOOL_ENV",
+    )
+
+
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     """Add ``serve``, ``worker``, ``mcp-server`` and ``mock-llm`` to the subparsers ``sub``; ``parent``
     holds the global options."""
@@ -250,6 +272,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     serve.add_argument("--port", type=tcp_port, default=env.int("AGENTS_PORT", default=8080), help="env AGENTS_PORT")
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     _add_isolation_flag(serve)
+    _add_tool_env_flag(serve)
     serve.add_argument(
         "--shutdown-grace",
         type=float,
@@ -318,6 +341,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     _add_isolation_flag(worker)
+    _add_tool_env_flag(worker)
     worker.set_defaults(func=cmd_worker)
 
     mcp = sub.add_parser("mcp-server", parents=[parent], help="serve the agent files as MCP tools over stdio")

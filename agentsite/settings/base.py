@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentsite.env import database_url, default_allowed_hosts, env
 from agentsite.secret_key import secret_key
+from agentsite.toolenv import DEFAULT_MODE, parse_mode
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -136,6 +137,9 @@ AGENTS = {
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
     # docker:IMAGE or process:PATH: bash and MCP calls run by that worker (README, "Isolating tool calls")
     "ISOLATE_TOOLS": env.str("AGENTS_ISOLATE_TOOLS", default=""),
+    # --tool-env: clean (no server configuration) or strict (an allow-list) tool environments
+    # (docs/tools.md, "Tool environments")
+    "TOOL_ENV": parse_mode(env.str("AGENTS_TOOL_ENV", default=DEFAULT_MODE)),
     # Seconds an MCP server may take to start and list its tools before the agent fails to load.
     "MCP_DISCOVERY_TIMEOUT": env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=30.0),
     # Where skill repositories (SkillGitRepo) are cloned; empty: ~/.cache/agents-server/skills.

@@ -18,6 +18,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from agentsite.toolenv import base_environment
+
 from .process import format_seconds, run_process, tail_text
 from .protocol import DescribeError, ScriptInfo
 from .tool import BashTool
@@ -52,7 +54,11 @@ def describe_script(path: Path, *, timeout: float = DESCRIBE_TIMEOUT) -> ScriptI
     """
     try:
         outcome = run_process(
-            [str(path), "describe"], stdin_data=None, env=None, timeout=timeout, max_stdout=DESCRIBE_MAX_BYTES
+            [str(path), "describe"],
+            stdin_data=None,
+            env=base_environment(),
+            timeout=timeout,
+            max_stdout=DESCRIBE_MAX_BYTES,
         )
     except (OSError, ValueError) as exc:
         raise DescribeError(f"describe could not be started: {exc}") from exc

@@ -32,11 +32,12 @@ Choices where agents-exe leaves room (the README lists them too):
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agentsite.toolenv import base_environment
 
 from ..base import ToolContext
 
@@ -258,12 +259,14 @@ def build_invocation(path: Path, info: ScriptInfo, arguments: Mapping[str, Any])
 
 
 def tool_environment(ctx: ToolContext, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a ``run`` process: ours, then ``extra`` (the ``env``-mode
-    arguments), then the ``AGENT_*`` variables of ``ctx``, which therefore always win.
+    """The environment of a ``run`` process: the tool environment (docs/tools.md, "Tool
+    environments": ours without the server's configuration, or the strict allow-list), then
+    ``extra`` (the ``env``-mode arguments), then the ``AGENT_*`` variables of ``ctx``, which
+    therefore always win.
 
     ``AGENT_SESSION_JSON`` is set only when ``ctx.session_json`` is given, never inherited.
     """
-    env = dict(os.environ)
+    env = base_environment()
     env.pop("AGENT_SESSION_JSON", None)
     env.update(extra or {})
     env.update(

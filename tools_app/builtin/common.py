@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from agents_app.builtins import BuiltinToolbox
 from agents_app.schema import AgentSpec
+from agentsite.toolenv import base_environment
 
 from ..base import Tool, ToolContext, ToolResult
 from ..bash.process import format_seconds, run_process
@@ -118,7 +119,12 @@ def run_shell(command: str, ctx: ToolContext, cwd: Path | None = None) -> dict[s
     started = time.monotonic()
     try:
         outcome = run_process(
-            argv, stdin_data=None, env=None, timeout=ctx.timeout, max_stdout=ctx.output_max_bytes, cancel=ctx.cancel
+            argv,
+            stdin_data=None,
+            env=base_environment(),
+            timeout=ctx.timeout,
+            max_stdout=ctx.output_max_bytes,
+            cancel=ctx.cancel,
         )
     except (OSError, ValueError) as error:
         raise ShellError(f"the command could not be started: {error}") from None

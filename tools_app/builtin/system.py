@@ -5,10 +5,10 @@ Answers are ``{"capability", "data", "executionTime"}`` (JSON), except ``attach-
 is the file itself as a media result. A capability the toolbox does not list, a missing
 argument, a refused path or command: an error the model sees, naming the tool.
 
-* Information: ``date``, ``operating-system``, ``env-vars`` (names containing ``EnvVarFilter``;
-  never this server's own settings: ``AGENTS_*``, ``DJANGO_*``, ``DATABASE_URL``, ``REDIS_URL``,
-  ``SECRET_KEY``), ``running-user``, ``hostname``, ``working-directory``, ``process-info``,
-  ``uptime``.
+* Information: ``date``, ``operating-system``, ``env-vars`` (names containing ``EnvVarFilter``,
+  of the environment tool processes get: never the server's own configuration, and only the
+  allow-list under ``--tool-env strict``; docs/tools.md, "Tool environments"), ``running-user``,
+  ``hostname``, ``working-directory``, ``process-info``, ``uptime``.
 * Files, through the toolbox's sandbox: ``attach-file`` (at most 50 MiB and the sandbox's limit)
   and ``list-directory``.
 * ``execute-command``: ``sh -c COMMAND`` in the working directory, its process group ended with
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agents_app.builtins import DEFAULT_MAX_FILE_SIZE, BuiltinToolbox, SystemConfig
+from agentsite.toolenv import base_environment
 
 from ..base import ToolContext, ToolResult
 from ..bash.process import run_process, tail_text
@@ -44,9 +45,6 @@ from . import agentmail, introspection
 from .common import BuiltinTool, ShellError, json_result, run_shell
 from .sandbox import FileSandbox, SandboxError
 
-#: Environment variables never shown by env-vars: this server's own configuration.
-HIDDEN_ENV_PREFIXES = ("AGENTS_", "DJANGO_")
-HIDDEN_ENV_NAMES = frozenset({"DATABASE_URL", "REDIS_URL", "SECRET_KEY"})
 #: Seconds a CommandFilter may take to answer.
 FILTER_TIMEOUT = 30.0
 #: Entries list-directory returns at most.
@@ -160,12 +158,11 @@ class SystemTool(BuiltinTool):
 
     def _env_vars(self) -> dict[str, Any]:
         wanted = self.config.EnvVarFilter
+        # what a tool process would get (docs/tools.md, "Tool environments"), not the server's
         variables = {
             name: value
-            for name, value in sorted(os.environ.items())
-            if not name.startswith(HIDDEN_ENV_PREFIXES)
-            and name not in HIDDEN_ENV_NAMES
-            and (wanted is None or wanted.lower() in name.lower())
+            for name, value in sorted(base_environment().items())
+            if wanted is None or wanted.lower() in name.lower()
         }
         return {"variables": variables, "count": len(variables), "filter": wanted}
 
@@ -248,7 +245,7 @@ class SystemTool(BuiltinTool):
             outcome = run_process(
                 [str(self.command_filter)],
                 stdin_data=command.encode("utf-8", "surrogatepass"),
-                env=None,
+                env=base_environment(),
                 timeout=timeout,
                 max_stdout=64 * 1024,
                 cancel=ctx.cancel,

@@ -11,7 +11,8 @@ Two kinds of entry:
 (a string as it is, anything else as its JSON text) or ``{"tag": "Param", "contents": <name>}``,
 a process-scope parameter (the loader refuses others: a server is started once per process),
 whose value in this process (``--set``, a default) is used; one without value leaves the name
-out. Values are given to the server process's environment (added to the inherited one) or sent
+out. Values are given to the server process's environment (added to the tool environment: docs/tools.md,
+"Tool environments") or sent
 as HTTP headers, never put on a command line, and only their names are ever logged.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agents_app.parameters import ParamValue
+from agentsite.toolenv import tool_environment
 
 #: The tags of ``mcpServers`` entries this server runs.
 STDIO_TAG = "McpSimpleBinary"
@@ -43,7 +45,7 @@ class StdioServer:
         name: the toolbox name (in tool names: ``mcp_<name>_<tool>``).
         executable: the command; a relative path holding ``/`` is resolved from the agent's directory.
         args: its arguments.
-        env: variables added to the inherited environment, as ``(name, value)`` pairs.
+        env: variables added to the tool environment, as ``(name, value)`` pairs.
     """
 
     name: str
@@ -52,8 +54,9 @@ class StdioServer:
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def environment(self) -> dict[str, str]:
-        """The child's whole environment: this process's, then :attr:`env` (which wins)."""
-        return {**os.environ, **dict(self.env)}
+        """The child's whole environment: the tool environment (docs/tools.md, "Tool
+        environments"), then :attr:`env` (which wins)."""
+        return tool_environment(dict(self.env))
 
     def describe(self) -> dict[str, Any]:
         """What may be logged about it: the command and the names (never the values) of ``env``."""

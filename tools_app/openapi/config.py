@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from agents_app.parameters import resolve_default
 from agents_app.schema import Activation, ActivationError, Binding, SecretSource, parse_activation
+from agentsite.toolenv import unreadable
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SERIALIZERS = ("Header", "Query")
@@ -92,10 +93,18 @@ def is_remote(url: str) -> bool:
 
 
 def _expand(text: str, where: str) -> str:
-    """``${VAR}`` replaced by the environment's value (docs/tools.md §9.1)."""
+    """``${VAR}`` replaced by the environment's value (docs/tools.md §9.1): only a variable tool
+    processes receive (docs/tools.md, "Tool environments"), never the server's own configuration.
+
+    Raises:
+        HttpToolboxError: naming the variable (never a value) that is refused or not set.
+    """
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
+        refused = unreadable(name)
+        if refused is not None:
+            raise HttpToolboxError(f"{where}: ${{{name}}} refused: {refused}")
         if name not in os.environ:
             raise HttpToolboxError(f"{where}: environment variable {name} is not set")
         return os.environ[name]

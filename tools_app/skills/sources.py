@@ -20,6 +20,8 @@ from typing import Any
 
 from django.conf import settings
 
+from agentsite.toolenv import tool_environment
+
 from .skill import MANIFEST
 
 #: Seconds a git command may take.
@@ -47,7 +49,7 @@ def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
         text=True,
         timeout=GIT_TIMEOUT,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        env=tool_environment({"GIT_TERMINAL_PROMPT": "0"}),
     )
 
 
