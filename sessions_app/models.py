@@ -62,6 +62,9 @@ class Session(models.Model):
     run_lease_until = models.DateTimeField(null=True, blank=True)
     # the seq of the newest mail envelope: a run learns that unread mail exists without a query
     last_mail_seq = models.IntegerField(default=0)
+    # how many times the recovery took this session's run over from a worker that died: a
+    # helper session is resumed after its first takeovers only (docs/sessions.md §4.8)
+    takeovers = models.IntegerField(default=0)
     # the session document without its turns (they are Turn rows), its keys in their order
     header_json = models.TextField()
     turn_count = models.IntegerField(default=0)
