@@ -173,6 +173,52 @@ def test_without_any_worker_started_with_beat_a_dead_workers_runs_are_taken_over
     assert '"kind": "sessions.taken_over"' in survivor.process.output()
 
 
+#: A boss that asks its helper, an aide whose one tool holds; each answers once it has a result.
+HELPERS = {
+    "rules": [
+        {"when": {"any_contains": "You are aide.", "last_role": "tool"}, "reply": {"content": "aide done"}},
+        {
+            "when": {"any_contains": "You are aide."},
+            "reply": {"tool_calls": [{"name": "bash_hold", "arguments": {}}]},
+        },
+        {"when": {"last_role": "tool"}, "reply": {"content": "boss done: {last_content}"}},
+        {"reply": {"tool_calls": [{"name": "io_prompt_agent_aide", "arguments": {"what": "hold on"}}]}},
+    ]
+}
+
+
+def _boss_and_aide(tmp_path: Path, llm_url: str) -> tuple[Path, Path]:
+    """The boss agent file (its helper beside it) and the folder where each aide's tool notes that
+    it started (a file named by the aide's session id)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # the helper's tool says it started, then holds until the process that runs it dies (20 s at most)
+    hold = (
+        f'echo started >> {marks}/"$AGENT_SESSION_ID"\n'
+        "for _ in $(seq 100); do kill -0 $PPID 2>/dev/null || exit 0; sleep 0.2; done"
+    )
+    write_tool(tmp_path / "tools", "hold", {"slug": "hold", "description": "holds", "args": []}, hold)
+    write_agent(tmp_path, "aide", llm_url, toolDirectory="tools")
+    return write_agent(tmp_path, "boss", llm_url, extraAgents=[{"slug": "aide", "path": "aide.json"}]), marks
+
+
+def _check_all_answered(server: Server, parents: list[str], marks: Path) -> None:
+    """Every parent ``idle`` with its helper's answer, and no helper's tool run twice."""
+    for sid in parents:
+        view = server.client.get(f"/v1/sessions/{sid}").json()
+        assert view["status"] == "idle"
+        assert view["session"]["turns"][0]["contents"]["llmResponse"]["responseText"] == "boss done: aide done"
+        [child] = server.client.get(f"/v1/sessions?parent={sid}").json()["sessions"]
+        assert child["status"] == "idle"
+        # the helper's interrupted tool was not run again
+        assert (marks / child["session_id"]).read_text() == "started\n"
+    assert server.client.get("/healthz").json()["active_runs"] == 0
+
+
+def _none_running(server: Server, ids: list[str]) -> bool:
+    return all(server.client.get(f"/v1/sessions/{sid}").json()["status"] != "running" for sid in ids)
+
+
 def test_parents_waiting_on_helpers_of_a_killed_worker_all_end_idle_without_any_client_call(
     tmp_path: Path,
     llm_server: Callable[..., MockLlmServer],
@@ -181,29 +227,8 @@ def test_parents_waiting_on_helpers_of_a_killed_worker_all_end_idle_without_any_
     postgres_url: str,
     redis_url: str,
 ) -> None:
-    llm = llm_server(
-        {
-            "rules": [
-                {"when": {"any_contains": "You are aide.", "last_role": "tool"}, "reply": {"content": "aide done"}},
-                {
-                    "when": {"any_contains": "You are aide."},
-                    "reply": {"tool_calls": [{"name": "bash_hold", "arguments": {}}]},
-                },
-                {"when": {"last_role": "tool"}, "reply": {"content": "boss done: {last_content}"}},
-                {"reply": {"tool_calls": [{"name": "io_prompt_agent_aide", "arguments": {"what": "hold on"}}]}},
-            ]
-        }
-    )
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    # the helper's tool says it started, then holds until the worker that runs it dies (20 s at most)
-    hold = (
-        f'echo started >> {marks}/"$AGENT_SESSION_ID"\n'
-        "for _ in $(seq 100); do kill -0 $PPID 2>/dev/null || exit 0; sleep 0.2; done"
-    )
-    write_tool(tmp_path / "tools", "hold", {"slug": "hold", "description": "holds", "args": []}, hold)
-    write_agent(tmp_path, "aide", llm.url, toolDirectory="tools")
-    boss = write_agent(tmp_path, "boss", llm.url, extraAgents=[{"slug": "aide", "path": "aide.json"}])
+    llm = llm_server(HELPERS)
+    boss, marks = _boss_and_aide(tmp_path, llm.url)
     env = {"REDIS_URL": redis_url, "AGENTS_WORKER_CONCURRENCY": "20", **FAST_RECOVERY}
     servers = [start_server([boss], db=postgres_url, env=env) for _ in range(2)]
     doomed = start_worker([boss], db=postgres_url, env=env)
@@ -217,20 +242,25 @@ def test_parents_waiting_on_helpers_of_a_killed_worker_all_end_idle_without_any_
         assert servers[0].client.get(f"/v1/sessions/{sid}").json()["status"] == "running"
     _ready_worker(start_worker, boss, postgres_url, env)
     _kill(doomed)
+    wait_until(lambda: _none_running(servers[1], parents), timeout=180, interval=0.5)
+    _check_all_answered(servers[0], parents, marks)
 
-    def all_stopped() -> list[dict] | None:
-        views = [servers[n % 2].client.get(f"/v1/sessions/{sid}").json() for n, sid in enumerate(parents)]
-        return views if all(v["status"] != "running" for v in views) else None
 
-    views = wait_until(all_stopped, timeout=180, interval=0.5)
-    assert [v["status"] for v in views] == ["idle"] * 10
-    for view in views:
-        assert view["session"]["turns"][0]["contents"]["llmResponse"]["responseText"] == "boss done: aide done"
-        [child] = servers[1].client.get(f"/v1/sessions?parent={view['session_id']}").json()["sessions"]
-        assert child["status"] == "idle"
-        # the helper's interrupted tool was not run again
-        assert (marks / child["session_id"]).read_text() == "started\n"
-    assert servers[0].client.get("/healthz").json()["active_runs"] == 0
+def test_parents_waiting_on_helpers_of_a_killed_embedded_server_all_end_idle_after_its_restart(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(HELPERS)
+    boss, marks = _boss_and_aide(tmp_path, llm.url)
+    server = start_server([boss])
+    parents = [
+        _post(server, "/v1/sessions", {"agent": "boss", "prompt": f"task {n}"}).json()["session_id"] for n in range(3)
+    ]
+    wait_until(lambda: len(list(marks.iterdir())) == 3, timeout=PROCESS_TIMEOUT, interval=0.2)
+    os.killpg(server.process.proc.pid, signal.SIGKILL)
+    server.process.proc.wait()
+    restarted = start_server([boss], db=server.db)
+    wait_until(lambda: _none_running(restarted, parents), timeout=120, interval=0.5)
+    _check_all_answered(restarted, parents, marks)
 
 
 def test_a_scaled_out_server_without_any_worker_says_that_nothing_sweeps_runs_until_one_starts(

@@ -121,17 +121,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     migrate()
     load_agents_or_exit()
     join_fleet_or_exit()
-    _recover(all_claimed=settings.EMBEDDED_WORKER)
     if settings.EMBEDDED_WORKER:
         from agentsite import embedded
         from sessions_app.dispatch import use_embedded_worker
 
+        # first, so that the runs the recovery requests (resent, helpers resumed) go to it
         embedded.start(args.worker_concurrency, use_embedded_worker)
     else:
         from sessions_app.periodic import watch_recovery
 
         # the workers sweep runs; this server says so when none does
         watch_recovery()
+    _recover(all_claimed=settings.EMBEDDED_WORKER)
     log.info(
         "server started",
         extra={

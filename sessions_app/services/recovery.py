@@ -21,7 +21,7 @@ from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, RunStopped
 from sessions_app.models import Session
 from sessions_app.services import params as values
-from sessions_app.services.tree import deliver_to_parent, free_stranded_children, waits_on
+from sessions_app.services.tree import STRANDED, deliver_to_parent, free_stranded_children, waits_on
 from sessions_app.store import lock_session, run_fields, store, store_columns
 
 log = logging.getLogger("sessions.recovery")
@@ -136,7 +136,10 @@ def _helper_outcome(session: Session, status: str, stop: mailbox.Control | None)
     if session.parent_id is None or status != Session.Status.READY or stop is not None:
         return _Helper.LEAVE
     parent = Session.objects.filter(pk=session.parent_id).first()
-    if parent is None or not waits_on(parent, session.pk):
+    try:
+        if parent is None or not waits_on(parent, session.pk):
+            return _Helper.LEAVE
+    except UnreadableSession:
         return _Helper.LEAVE
     return _Helper.RESUME if session.takeovers < MAX_HELPER_RESUMES else _Helper.GIVE_UP
 
@@ -145,18 +148,23 @@ def free_stranded_helpers(*, all_claimed: bool) -> list[str]:
     """Set moving the helpers that parents wait on and that nothing will move (docs/sessions.md §4.8).
 
     A parent waiting on helpers has no run of its own (``running`` without a ``run_id``); a
-    helper of it that is ``ready``, ``idle`` or ``failed`` without a run was left so by a
-    process that died between two writes (``tree.free_stranded_children``). Only helpers not
-    written for a lease are concerned, unless ``all_claimed`` (the embedded server's start: no
-    other process can be delivering anything).
+    helper of it that is ``ready``, ``idle`` or ``failed`` was left so by a process that died
+    between two writes, unless the parent no longer waits on it (``tree.free_stranded_children``
+    decides). Only helpers not written for a lease are concerned, unless ``all_claimed`` (the
+    embedded server's start: no other process can be delivering anything). One query finds the
+    candidates, so a sweep reads no parent that has none.
 
     Returns:
         The ids of the helpers set moving.
     """
     settled = None if all_claimed else db_now() - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
-    waiting = Session.objects.filter(status=Session.Status.RUNNING, run_id__isnull=True)
+    candidates = Session.objects.filter(
+        parent__status=Session.Status.RUNNING, parent__run_id__isnull=True, status__in=STRANDED
+    )
+    if settled is not None:
+        candidates = candidates.filter(updated_at__lt=settled)
     freed: list[str] = []
-    for parent_id in waiting.values_list("pk", flat=True):
+    for parent_id in sorted(set(candidates.values_list("parent_id", flat=True))):
         with transaction.atomic():
             parent = Session.objects.filter(pk=parent_id, status=Session.Status.RUNNING, run_id__isnull=True).first()
             if parent is None:
@@ -164,6 +172,7 @@ def free_stranded_helpers(*, all_claimed: bool) -> list[str]:
             try:
                 freed += free_stranded_children(parent, settled_before=settled)
             except UnreadableSession:
+                # a parent (or helper) that cannot be read is failed by its own next run or takeover
                 continue
     return freed
 
