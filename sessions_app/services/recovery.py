@@ -18,7 +18,7 @@ from sessions_app import background, events, mailbox
 from sessions_app import document as doc
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
-from sessions_app.event_types import EventKind, RunStopped
+from sessions_app.event_types import EventKind, RunStopped, SessionFailed
 from sessions_app.models import Session
 from sessions_app.services import params as values
 from sessions_app.services.tree import STRANDED, deliver_to_parent, free_stranded_children, waits_on
@@ -90,6 +90,7 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 if outcome == _Helper.GIVE_UP:
                     status = Session.Status.FAILED
                     detail = f"taken over {released['takeovers']} times: the worker running it stopped each time"
+                    events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
                 fields = {**released, "status": status, "status_detail": detail}
                 if document is None:
                     session = store_columns(session, **fields)

@@ -127,6 +127,8 @@ def test_a_helper_taken_over_too_often_fails_and_its_parent_reads_why(
     stored = Session.objects.get(pk=child.pk)
     assert stored.status == Session.Status.FAILED and stored.run_id is None
     assert stored.status_detail == f"taken over {MAX_HELPER_RESUMES + 1} times: the worker running it stopped each time"
+    [failed] = Event.objects.filter(session_id=child.pk, kind="session.failed")
+    assert json.loads(failed.payload_json)["message"] == stored.status_detail
     waiting = Session.objects.get(pk=parent.pk)
     [response] = doc.head(waiting.document)["contents"]["userToolResponses"]
     assert "the helper agent single failed: taken over 4 times" in json.dumps(response)
