@@ -4,8 +4,8 @@ On the embedded default (no ``REDIS_URL``) nothing else runs beside ``agents ser
 would only carry messages from one thread of the process to another. Tasks are handed to thread
 pools directly instead: one for runs and one for background (``runAsync``) tool calls, so that
 runs waiting on their background calls can never take every thread those calls need. The
-periodic tasks (run sweep, event retention) run on a timer thread with the schedule of
-``CELERY_BEAT_SCHEDULE``. Nothing is lost that a broker would have kept: a requested run lives in
+periodic tasks (run sweep, event retention) run on a thread of their own, as in every worker
+(``sessions_app.periodic``). Nothing is lost that a broker would have kept: a requested run lives in
 the database, and the startup recovery sends the runs nobody claimed again (the README, "Crashes
 and shutdowns").
 """
@@ -13,20 +13,19 @@ and shutdowns").
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.conf import settings
 from django.db import close_old_connections
+
+from sessions_app.periodic import PeriodicRunner
 
 log = logging.getLogger("agentsite.embedded")
 
 
 class EmbeddedWorker:
-    """Thread pools that run tasks by name, and a timer for the periodic tasks.
+    """Thread pools that run tasks by name, and the periodic tasks' thread.
 
     Args:
         concurrency: runs at once (``--worker-concurrency``); as many background calls at once.
@@ -37,7 +36,7 @@ class EmbeddedWorker:
         self.tasks = task_lookup
         self.runs = ThreadPoolExecutor(concurrency, thread_name_prefix="embedded-run")
         self.calls = ThreadPoolExecutor(concurrency, thread_name_prefix="embedded-call")
-        self.stopped = threading.Event()
+        self.periodic = PeriodicRunner()
 
     def submit(self, name: str, args: list[str], *, background_call: bool = False) -> None:
         """Run task ``name`` with ``args`` on a pool thread (never blocks the caller)."""
@@ -53,23 +52,9 @@ class EmbeddedWorker:
         finally:
             close_old_connections()
 
-    def start_periodic(self) -> None:
-        """Run ``CELERY_BEAT_SCHEDULE``'s tasks every ``schedule`` seconds on a daemon thread."""
-        schedule = [(entry["task"], float(entry["schedule"])) for entry in settings.CELERY_BEAT_SCHEDULE.values()]
-        threading.Thread(target=self._periodic, args=(schedule,), name="embedded-beat", daemon=True).start()
-
-    def _periodic(self, schedule: list[tuple[str, float]]) -> None:
-        due = {name: time.monotonic() + every for name, every in schedule}
-        while not self.stopped.wait(min(due.values()) - time.monotonic() if due else 1.0):
-            now = time.monotonic()
-            for name, every in schedule:
-                if due[name] <= now:
-                    due[name] = now + every
-                    self._execute(name, [])
-
     def stop(self) -> None:
-        """Stop the timer and stop taking new tasks (tasks going on are not waited for)."""
-        self.stopped.set()
+        """Stop the periodic tasks and stop taking new tasks (tasks going on are not waited for)."""
+        self.periodic.stop()
         self.runs.shutdown(wait=False, cancel_futures=True)
         self.calls.shutdown(wait=False, cancel_futures=True)
 
@@ -86,5 +71,5 @@ def start(concurrency: int, install: Callable[[EmbeddedWorker], None]) -> Embedd
     app.loader.import_default_modules()
     worker = EmbeddedWorker(concurrency, app.tasks)
     install(worker)
-    worker.start_periodic()
+    worker.periodic.start()
     return worker

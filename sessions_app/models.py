@@ -62,6 +62,9 @@ class Session(models.Model):
     run_lease_until = models.DateTimeField(null=True, blank=True)
     # the seq of the newest mail envelope: a run learns that unread mail exists without a query
     last_mail_seq = models.IntegerField(default=0)
+    # how many times the recovery took this session's run over from a worker that died: a
+    # helper session is resumed after its first takeovers only (docs/sessions.md §4.8)
+    takeovers = models.IntegerField(default=0)
     # the session document without its turns (they are Turn rows), its keys in their order
     header_json = models.TextField()
     turn_count = models.IntegerField(default=0)
@@ -311,6 +314,31 @@ class EventRetention(models.Model):
 
     def __str__(self) -> str:
         return f"events pruned through {self.pruned_through}"
+
+
+class PeriodicLease(models.Model):
+    """One row per periodic task (``sessions.sweep``, ``events.prune``): which process runs it now
+    and when it last ran (docs/sessions.md §4.9).
+
+    Every worker and embedded server tries to take the row with one conditional UPDATE when the
+    task is due (``started_at`` a period ago) and nobody holds it (``held_until`` passed); the
+    one that changed the row runs the task, renewing ``held_until`` while it runs, then writes
+    ``finished_at``. So exactly one process runs each task at a time, on SQLite as on PostgreSQL,
+    and a holder that dies frees the row when its hold expires.
+    """
+
+    #: The task names, the rows' keys.
+    SWEEP = "sessions.sweep"
+    PRUNE = "events.prune"
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.TextField(null=True, blank=True)
+    held_until = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} (last finished {self.finished_at})"
 
 
 class MailEnvelope(models.Model):

@@ -7,13 +7,15 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from agentsite.access import can_see
 from agentsite.auth import Principal
+from agentsite.common import db_now
 from agentsite.errors import UnknownSession, UnknownToken
 from sessions_app import hub, mailbox
-from sessions_app.models import Continuation, MailEnvelope, Session
+from sessions_app.models import Continuation, MailEnvelope, PeriodicLease, Session
 
 #: Longest sleep between two reads while waiting for a run to stop, in seconds.
 WAIT_RECHECK_SECONDS = 1.0
@@ -125,8 +127,31 @@ def require_visible_token(principal: Principal, token: uuid.UUID) -> None:
 
 
 def health() -> dict[str, Any]:
-    """``{"ok": true, "live_sessions": N, "active_runs": N}``: ``live_sessions`` counts sessions
-    that are neither idle nor failed (work is pending or going on), ``active_runs`` those running."""
+    """``{"ok": true, "live_sessions": N, "active_runs": N, "recovery": {...}}``: ``live_sessions``
+    counts sessions that are neither idle nor failed (work is pending or going on), ``active_runs``
+    those running, ``recovery`` is :func:`recovery_health` (docs/api.md §13)."""
     active = Session.objects.filter(status=Session.Status.RUNNING).count()
     live = Session.objects.exclude(status__in=[Session.Status.IDLE, Session.Status.FAILED]).count()
-    return {"ok": True, "live_sessions": live, "active_runs": active}
+    return {"ok": True, "live_sessions": live, "active_runs": active, "recovery": recovery_health()}
+
+
+#: Sweep periods without a finished sweep after which recovery is said not to run.
+STALE_PERIODS = 3
+
+
+def recovery_health() -> dict[str, Any]:
+    """Whether some process sweeps runs (docs/sessions.md §4.9).
+
+    Returns:
+        ``{"last_sweep_at": datetime | None, "sweep_every_seconds": float, "stale": bool}``:
+        when the last sweep finished (by the database's clock), the sweep's period, and whether
+        no sweep has finished for :data:`STALE_PERIODS` periods (or ever) while none is going
+        on: no worker is up (scaled out), or every sweep fails.
+    """
+    every = settings.AGENTS["SWEEP_EVERY_SECONDS"]
+    row = PeriodicLease.objects.filter(name=PeriodicLease.SWEEP).first()
+    now = db_now()
+    last = row.finished_at if row is not None else None
+    sweeping = row is not None and row.held_until is not None and row.held_until >= now
+    late = last is None or (now - last).total_seconds() > STALE_PERIODS * every
+    return {"last_sweep_at": last, "sweep_every_seconds": every, "stale": late and not sweeping}

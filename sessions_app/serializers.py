@@ -359,9 +359,22 @@ class DeletionPlanSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
 
 
+class RecoveryHealthSerializer(serializers.Serializer):
+    """Whether some process sweeps runs (docs/api.md §13, docs/sessions.md §4.9)."""
+
+    last_sweep_at = serializers.DateTimeField(
+        allow_null=True, help_text="when the last sweep finished (database clock); null: never"
+    )
+    sweep_every_seconds = serializers.FloatField(help_text="the sweep's period (AGENTS_SWEEP_EVERY_SECONDS)")
+    stale = serializers.BooleanField(
+        help_text="no sweep finished for 3 periods and none is going on: no worker is up, or sweeps fail"
+    )
+
+
 class HealthSerializer(serializers.Serializer):
     """``GET /healthz``."""
 
     ok = serializers.BooleanField()
     live_sessions = serializers.IntegerField(help_text="sessions that are neither idle nor failed")
     active_runs = serializers.IntegerField(help_text="sessions whose status is running")
+    recovery = RecoveryHealthSerializer()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
@@ -21,7 +20,6 @@ from sessions_app.models import BackgroundCall
 from sessions_app.ports import DbSessionsPort
 from sessions_app.services import params as values
 from sessions_app.services.agentmail import watched_event_forward
-from sessions_app.services.recovery import recover_stale_runs
 from tools_app.base import ToolContext
 from tools_app.mcp.manager import shutdown as stop_mcp_servers
 
@@ -51,22 +49,6 @@ def run_session_task(session_id: str, run_id: str) -> None:
 def forward_watched_event_task(event_seq: str) -> int:
     """Mail one event to the sessions watching its session (``watch-session``)."""
     return watched_event_forward(int(event_seq))
-
-
-@shared_task(name="events.prune", ignore_result=True)
-def prune_events_task() -> int:
-    """Delete events older than ``AGENTS_EVENT_RETENTION_SECONDS`` (run periodically by beat)."""
-    return events.prune(timedelta(seconds=settings.AGENTS["EVENT_RETENTION_SECONDS"]))
-
-
-@shared_task(name="sessions.sweep", ignore_result=True)
-def sweep_runs_task() -> None:
-    """Recover runs whose lease expired and resend unclaimed ones (run periodically by beat)."""
-    recovered, resent = recover_stale_runs(all_claimed=False)
-    if recovered:
-        log.warning("sessions taken over", extra={"kind": "sessions.taken_over", "session_ids": recovered})
-    if resent:
-        log.info("runs resent", extra={"kind": "sessions.runs_resent", "session_ids": resent})
 
 
 @shared_task(name=RUN_BACKGROUND_CALL_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -459,5 +459,5 @@ class HealthViewSet(viewsets.ViewSet):
 
     @extend_schema(operation_id="health", responses={200: HealthSerializer}, auth=[])
     def health(self, request: Request) -> Response:
-        """``{"ok": true, "live_sessions": N, "active_runs": N}``."""
+        """``{"ok": true, "live_sessions": N, "active_runs": N, "recovery": {...}}``."""
         return Response(render(HealthSerializer, selectors.health()))

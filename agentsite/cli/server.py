@@ -22,14 +22,22 @@ from agentsite.env import env
 
 log = logging.getLogger("agentsite.cli")
 
+
 def _recover(*, all_claimed: bool) -> None:
     """Startup recovery (docs/sessions.md §4.8): before the first request is accepted."""
-    from sessions_app.services.recovery import recover_stale_runs
+    from sessions_app.services.recovery import free_stranded_helpers, recover_stale_runs
 
     recovered, resent = recover_stale_runs(all_claimed=all_claimed)
+    freed = free_stranded_helpers(all_claimed=all_claimed)
     log.info(
         "sessions recovered",
-        extra={"kind": "sessions.recovered", "count": len(recovered), "session_ids": recovered, "resent": resent},
+        extra={
+            "kind": "sessions.recovered",
+            "count": len(recovered),
+            "session_ids": recovered,
+            "resent": resent,
+            "helpers_freed": freed,
+        },
     )
 
 
@@ -121,12 +129,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     migrate()
     load_agents_or_exit()
     join_fleet_or_exit()
-    _recover(all_claimed=settings.EMBEDDED_WORKER)
     if settings.EMBEDDED_WORKER:
         from agentsite import embedded
         from sessions_app.dispatch import use_embedded_worker
 
+        # first, so that the runs the recovery requests (resent, helpers resumed) go to it
         embedded.start(args.worker_concurrency, use_embedded_worker)
+    else:
+        from sessions_app.periodic import watch_recovery
+
+        # the workers sweep runs; this server says so when none does
+        watch_recovery()
+    _recover(all_claimed=settings.EMBEDDED_WORKER)
     log.info(
         "server started",
         extra={
@@ -177,14 +191,34 @@ def cmd_worker(args: argparse.Namespace) -> int:
         f"--pool={args.pool}",
     ]
     if args.beat:
-        # the schedule is kept in memory (CELERY_BEAT_SCHEDULER): no file is written
-        argv.append("--beat")
+        # every worker runs the periodic tasks now; the flag stays accepted for the commands
+        # written when one worker had to be given it
+        log.info("--beat ignored", extra={"kind": "worker.option_ignored", "option": "beat"})
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
-    log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency, "beat": args.beat})
+    _run_periodic_tasks_once_ready()
+    log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency})
     app.worker_main(argv)
     leave_fleet()
     return 0
+
+
+def _run_periodic_tasks_once_ready() -> None:
+    """Run the periodic tasks (docs/sessions.md §4.9) in this worker from the moment Celery says
+    it is ready (its pool started, so no pool process is forked with the tasks' thread) until it
+    is told to stop."""
+    from celery.signals import worker_ready, worker_shutting_down
+
+    from sessions_app.periodic import PeriodicRunner
+
+    periodic = PeriodicRunner()
+
+    def ready(**_: Any) -> None:
+        periodic.start()
+        log.info("worker ready", extra={"kind": "worker.ready"})
+
+    worker_ready.connect(ready, weak=False)
+    worker_shutting_down.connect(lambda **_: periodic.stop(), weak=False)
 
 
 def cmd_mcp_server(args: argparse.Namespace) -> int:
@@ -337,7 +371,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--beat",
         action="store_true",
         default=env.bool("AGENTS_WORKER_BEAT", default=False),
-        help="also run the periodic tasks (run recovery, event retention); env AGENTS_WORKER_BEAT=1",
+        help="accepted and ignored: every worker runs the periodic tasks, one at a time; env AGENTS_WORKER_BEAT",
     )
     worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     _add_isolation_flag(worker)

@@ -114,14 +114,6 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # keep this project's JSON log lines in worker processes too
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_REDIRECT_STDOUTS = False
-# The periodic tasks' schedule is kept in memory, not in a file, so that nothing outlives the
-# process; a restarted beat waits one period before each task's first run.
-CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
-CELERY_BEAT_SCHEDULE = {
-    "prune-events": {"task": "events.prune", "schedule": env.float("AGENTS_PRUNE_EVERY_SECONDS", default=600.0)},
-    "sweep-runs": {"task": "sessions.sweep", "schedule": env.float("AGENTS_SWEEP_EVERY_SECONDS", default=10.0)},
-}
-
 # the websocket consumers use no channel layer: events reach them through the process's hub,
 # and processes wake each other with Redis pub/sub (sessions_app.hub)
 CHANNEL_LAYERS: dict[str, dict[str, str]] = {}
@@ -155,6 +147,10 @@ AGENTS = {
     # Run lease: length and renewal period, in seconds (docs/sessions.md §4.2).
     "LEASE_SECONDS": env.float("AGENTS_LEASE_SECONDS", default=30.0),
     "LEASE_RENEW_SECONDS": env.float("AGENTS_LEASE_RENEW_SECONDS", default=10.0),
+    # Periods of the periodic tasks, which every worker and embedded server runs, one process at a
+    # time (docs/sessions.md §4.9): the run sweep and the event retention, in seconds.
+    "SWEEP_EVERY_SECONDS": env.float("AGENTS_SWEEP_EVERY_SECONDS", default=10.0),
+    "PRUNE_EVERY_SECONDS": env.float("AGENTS_PRUNE_EVERY_SECONDS", default=600.0),
     # Seconds a connection may take to send a whole request head, from its opening or from its
     # previous answer; then it is closed (docs/api.md §1.5).
     "HEADER_TIMEOUT": env.float("AGENTS_HEADER_TIMEOUT", default=30.0),

@@ -30,7 +30,12 @@ from sessions_app.models import Session
 from sessions_app.services import params as values
 from sessions_app.services.continuations import adopt_deferred_calls
 from sessions_app.services.mail import after_mail, append_mail, mail_send, message_wakes
-from sessions_app.services.tree import cancel_helpers, has_active_descendants, stop_children
+from sessions_app.services.tree import (
+    cancel_helpers,
+    free_stranded_children,
+    has_active_descendants,
+    stop_children,
+)
 from sessions_app.store import (
     insert_session,
     lock_session,
@@ -270,6 +275,9 @@ def session_resume(
 
     A paused session resumes, even while the run that is pausing has not stopped yet (a Resume
     control then cancels the Pause it follows). ``params`` are checked first (docs/api.md §7.15).
+    A parent waiting on a helper that a crash left stranded (``ready``, or stopped with its answer
+    undelivered) sets that helper moving instead, and is returned still ``running``; the
+    ``params`` are not applied then (docs/sessions.md §4.8).
 
     Raises:
         ApiError: 404 ``unknown_session``; 409 ``run_in_progress``; the parameter errors of
@@ -283,7 +291,10 @@ def session_resume(
         if active and not any(
             mailbox.control_of(e) == mailbox.Control.PAUSE for e in mailbox.unread(session, session.document)
         ):
-            raise RunInProgress(session.pk)
+            # a parent waiting on a helper that nothing will move: the helper is set moving
+            if run_requested(session) or not free_stranded_children(session):
+                raise RunInProgress(session.pk)
+            return session
         fields = values.held(session.pk)
         given = values.merged(agent, values.given_values(session, fields), checked.session)
         message = values.message_values(agent, checked.message)

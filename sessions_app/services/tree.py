@@ -4,6 +4,7 @@ docs/decisions.md §12, §13)."""
 from __future__ import annotations
 
 import copy
+import functools
 import uuid
 from typing import Any
 
@@ -262,3 +263,58 @@ def stop_children(session: Session) -> None:
                 append_mail(child, mailbox.STOP_RUN, priority="interrupt", sender={"tag": "system", "source": "cancel"})
                 cancel_calls(child, None)
         level = list(Session.objects.filter(parent__in=level))
+
+
+def waits_on(parent: Session, child_id: uuid.UUID) -> bool:
+    """Whether the head of ``parent`` has a helper call still ``Deferred`` on child ``child_id``."""
+    return str(child_id) in _waited_children(parent)
+
+
+def _waited_children(parent: Session) -> set[str]:
+    """The ids of the helper sessions the head of ``parent`` still waits on."""
+    head = doc.head(parent.parsed_document())
+    if head is None or head["tag"] != "PartialUserTurn":
+        return set()
+    return {tc["tcChild"] for tc in doc.tracked_calls(head) if tc["tcState"] == "Deferred" and tc.get("tcChild")}
+
+
+#: The statuses of a helper session that nobody runs and that its parent cannot wait out: a
+#: ``ready`` one has work no run will do, an ``idle`` or ``failed`` one an answer not delivered.
+STRANDED = (Session.Status.READY, Session.Status.IDLE, Session.Status.FAILED)
+
+
+def free_stranded_children(parent: Session, *, settled_before: Any = None) -> list[str]:
+    """Set moving again the helper sessions a parent waits on that nothing will move
+    (docs/sessions.md §4.8): a ``ready`` one gets an ``until_blocked`` run, an ``idle`` or
+    ``failed`` one's outcome is delivered to the parent after commit.
+
+    A helper gets there when the process that ran it died between two of its writes: taken over
+    in the middle of a step (``ready``), or stopped with its answer stored and its delivery,
+    which follows the commit, lost. A helper ``paused`` or ``waiting_external`` is waiting for a
+    client, who can see it under ``?parent=``, and is left alone.
+
+    Args:
+        parent: the session, read in the caller's transaction.
+        settled_before: when given (a database time), only helpers not written since then are
+            concerned, so that a delivery on its way is not raced.
+    Returns:
+        The ids of the helpers set moving.
+    """
+    waited = _waited_children(parent)
+    if not waited:
+        return []
+    candidates = Session.objects.filter(pk__in=waited, status__in=STRANDED)
+    if settled_before is not None:
+        candidates = candidates.filter(updated_at__lt=settled_before)
+    freed = []
+    for child_id in candidates.values_list("pk", flat=True):
+        child = Session.objects.select_for_update().filter(pk=child_id).first()
+        if child is None or child.status not in STRANDED:
+            continue
+        if child.status == Session.Status.READY:
+            child = store(child, child.document, **run_fields("until_blocked"))
+            enqueue_run(child.pk, child.run_id)
+        else:
+            transaction.on_commit(functools.partial(deliver_to_parent, child.pk))
+        freed.append(str(child.pk))
+    return freed

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
 import pytest
 
 from agentsite.common import db_now
+from agentsite.errors import RunInProgress
+from sessions_app import document as doc
 from sessions_app import mailbox
 from sessions_app.models import Event, Session
-from sessions_app.services.recovery import recover_stale_runs
-from tests.factories import LlmTurnFactory, MailFactory, SessionFactory, UserTurnFactory
+from sessions_app.outcomes import NewContinuation
+from sessions_app.services import sessions
+from sessions_app.services.continuations import create_continuations
+from sessions_app.services.recovery import MAX_HELPER_RESUMES, free_stranded_helpers, recover_stale_runs
+from tests.factories import LlmTurnFactory, MailFactory, SessionFactory, ToolCallFactory, UserTurnFactory
 from tests.services.conftest import RecordingWorker
 
 pytestmark = pytest.mark.django_db
@@ -71,3 +77,111 @@ def test_a_run_nobody_claimed_for_a_lease_is_sent_again_once_after_commit(
     assert (recovered, resent) == ([], [str(session.pk)])
     assert worker.runs() == [[str(session.pk), str(run_id)]], "the same run, not a new one; the fresh one waits"
     assert Session.objects.get(pk=fresh.pk).run_id == fresh.run_id
+
+
+def waiting_parent(child_id: uuid.UUID) -> Session:
+    """A parent whose head waits on one helper call answered by session ``child_id`` (made later),
+    as a step that started a helper stores it: ``running`` without a run, its call ``Deferred``."""
+    call = ToolCallFactory(function={"name": "io_prompt_agent_single", "arguments": json.dumps({"what": "help"})})
+    token = str(uuid.uuid4())
+    tracked = doc.tracked_call(call, "Deferred", {"tag": "runSync"}, continuation=token)
+    tracked["tcChild"] = str(child_id)
+    head = doc.partial_turn("You are single.", [], [tracked])
+    parent = SessionFactory(turns=[head, LlmTurnFactory(text="", tool_calls=[call]), UserTurnFactory()])
+    assert parent.status == Session.Status.RUNNING and parent.run_id is None
+    create_continuations(parent, [NewContinuation(token, tracked["tcId"], call, {"tag": "runSync"})])
+    return parent
+
+
+def test_a_helper_taken_over_in_its_step_is_resumed_at_once_for_the_parent_waiting_on_it(
+    worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    child_id = uuid.uuid4()
+    parent = waiting_parent(child_id)
+    child = claimed(lease_left=timedelta(seconds=-5), id=child_id, parent=parent)
+    root = claimed(lease_left=timedelta(seconds=-5))
+    # a helper whose parent no longer waits on it (its call was cancelled, say)
+    orphan = claimed(lease_left=timedelta(seconds=-5), parent=SessionFactory())
+    with django_capture_on_commit_callbacks(execute=True):
+        recovered, _ = recover_stale_runs(all_claimed=False)
+    assert sorted(recovered) == sorted([str(child.pk), str(root.pk), str(orphan.pk)])
+    assert Session.objects.get(pk=root.pk).status == Session.Status.READY, "nothing else resumes by itself"
+    assert Session.objects.get(pk=orphan.pk).status == Session.Status.READY
+    stored = Session.objects.get(pk=child.pk)
+    assert stored.status == Session.Status.RUNNING and stored.takeovers == 1
+    assert stored.run_id not in (None, child.run_id) and stored.run_owner is None
+    assert worker.runs() == [[str(child.pk), str(stored.run_id)]], "a new run of the helper, sent once"
+    assert not Event.objects.filter(session_id=child.pk, kind="run.stopped").exists()
+    assert Session.objects.get(pk=parent.pk).version == parent.version, "the parent goes on waiting"
+
+
+def test_a_helper_taken_over_too_often_fails_and_its_parent_reads_why(
+    worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    child_id = uuid.uuid4()
+    parent = waiting_parent(child_id)
+    child = claimed(lease_left=timedelta(seconds=-5), id=child_id, parent=parent)
+    Session.objects.filter(pk=child.pk).update(takeovers=MAX_HELPER_RESUMES)
+    with django_capture_on_commit_callbacks(execute=True):
+        recover_stale_runs(all_claimed=False)
+    stored = Session.objects.get(pk=child.pk)
+    assert stored.status == Session.Status.FAILED and stored.run_id is None
+    assert stored.status_detail == f"taken over {MAX_HELPER_RESUMES + 1} times: the worker running it stopped each time"
+    [failed] = Event.objects.filter(session_id=child.pk, kind="session.failed")
+    assert json.loads(failed.payload_json)["message"] == stored.status_detail
+    waiting = Session.objects.get(pk=parent.pk)
+    [response] = doc.head(waiting.document)["contents"]["userToolResponses"]
+    assert "the helper agent single failed: taken over 4 times" in json.dumps(response)
+    assert waiting.status == Session.Status.RUNNING and waiting.run_id is not None, "the parent's next run"
+    assert worker.runs() == [[str(parent.pk), str(waiting.run_id)]]
+
+
+def test_a_stop_left_for_a_dead_helper_reaches_its_parent_as_a_cancellation(
+    worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    child_id = uuid.uuid4()
+    parent = waiting_parent(child_id)
+    child = claimed(lease_left=timedelta(seconds=-5), id=child_id, parent=parent)
+    MailFactory(session=child, body=mailbox.STOP_RUN)
+    with django_capture_on_commit_callbacks(execute=True):
+        recover_stale_runs(all_claimed=False)
+    assert Session.objects.get(pk=child.pk).status == Session.Status.READY
+    [response] = doc.head(Session.objects.get(pk=parent.pk).document)["contents"]["userToolResponses"]
+    assert "the helper agent single was cancelled" in json.dumps(response)
+
+
+def test_a_helper_whose_answer_was_never_delivered_is_delivered_by_the_sweep_once_settled(
+    worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    child_id = uuid.uuid4()
+    parent = waiting_parent(child_id)
+    child = SessionFactory(id=child_id, parent=parent, turns=[LlmTurnFactory(text="the answer"), UserTurnFactory()])
+    assert free_stranded_helpers(all_claimed=False) == [], "a helper just stopped may be delivering"
+    Session.objects.filter(pk=child.pk).update(updated_at=db_now() - timedelta(minutes=5))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert free_stranded_helpers(all_claimed=False) == [str(child.pk)]
+    waiting = Session.objects.get(pk=parent.pk)
+    [response] = doc.head(waiting.document)["contents"]["userToolResponses"]
+    assert "the answer" in json.dumps(response)
+    assert worker.runs() == [[str(parent.pk), str(waiting.run_id)]]
+
+
+def test_resume_on_a_parent_sets_its_stranded_helper_moving_and_is_refused_when_none_is(
+    worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    child_id = uuid.uuid4()
+    parent = waiting_parent(child_id)
+    child = SessionFactory(id=child_id, parent=parent)
+    assert child.status == Session.Status.READY
+    with django_capture_on_commit_callbacks(execute=True):
+        answered = sessions.session_resume(session_id=parent.pk, mode="until_blocked")
+    assert answered.status == Session.Status.RUNNING and answered.run_id is None
+    moving = Session.objects.get(pk=child.pk)
+    assert moving.status == Session.Status.RUNNING
+    assert worker.runs() == [[str(child.pk), str(moving.run_id)]]
+    # the helper runs now: the parent's resume is refused as before, and nothing is stored
+    with pytest.raises(RunInProgress) as refused:
+        sessions.session_resume(session_id=parent.pk, mode="until_blocked")
+    assert refused.value.code == "run_in_progress"
+    assert Session.objects.get(pk=child.pk).version == moving.version
+    assert len(worker.runs()) == 1
