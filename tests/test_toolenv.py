@@ -267,6 +267,34 @@ def test_the_system_toolbox_lists_the_strict_environment(tmp_path: Path, planted
     assert variables["TZ"] == "UTC"
 
 
+def test_the_command_filter_and_the_developer_build_command_get_the_tool_environment(
+    tmp_path: Path, planted: None
+) -> None:
+    # the filter leaves its environment beside itself, then allows the command
+    command_filter = tmp_path / "filter"
+    command_filter.write_text(
+        f'#!/bin/sh\nenv > "{tmp_path}/filter-env"\necho \'{{"acceptance": "allowed", "note": "ok"}}\'\n'
+    )
+    command_filter.chmod(0o755)
+    agent = make_agent(tmp_path, builtinToolboxes=[
+        {"tag": "SystemToolbox", "contents": {"Name": "sys", "Capabilities": ["execute-command"],
+                                              "CommandFilter": str(command_filter)}},
+        {"tag": "DeveloperToolbox", "contents": {"Name": "dev", "Capabilities": ["build-command"],
+                                                 "BuildCommand": "env", "FileSandbox": {
+                                                     "fsbPredicate": {"tag": "DirectoryRecursive",
+                                                                      "contents": str(tmp_path)},
+                                                     "fsbName": "work"}}},
+    ])
+    system, developer = sorted(build_toolset(agent).tools, key=lambda tool: tool.name, reverse=True)
+    ran = system.call({"capability": "execute-command", "command": "true"}, make_ctx())
+    assert not ran.is_error, ran.response
+    recorded = (tmp_path / "filter-env").read_text()
+    assert "PLAIN_VARIABLE=plain-value" in recorded and _leaks(recorded) == []
+    built = developer.call({"capability": "build-command"}, make_ctx())
+    output = built.response["content"]["stdout"]
+    assert "PLAIN_VARIABLE=plain-value" in output and _leaks(output) == []
+
+
 def test_command_defaults_run_in_the_tool_environment(tmp_path: Path, planted: None) -> None:
     source = SecretSource.model_validate({"tag": "Command", "contents": ["/bin/sh", "-c", "env"]})
     resolved = resolve_default(source, base_dir=tmp_path, api_keys={})
