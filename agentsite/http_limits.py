@@ -49,7 +49,7 @@ def error_bytes(error: ApiError) -> bytes:
 
 
 class LimitedChannel(HTTPChannel):
-    """An ``HTTPChannel`` with the request-head limits of this module.
+    """An ``HTTPChannel`` with the request limits of this module (heads, bodies, malformed requests).
 
     Attributes:
         head_timeout: seconds a connection may take to send a whole request head, counted from
