@@ -11,16 +11,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_application = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from agentsite.access import WebsocketAccess  # noqa: E402
+from agentsite.middleware import StaticFiles  # noqa: E402
 from sessions_app.consumers import EventsConsumer, NotFoundConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # the admin's stylesheets and scripts are served by the app itself: there is no other web server
-        "http": ASGIStaticFilesHandler(django_application),
+        "http": StaticFiles(django_application),
         "websocket": WebsocketAccess(
             URLRouter(
                 [

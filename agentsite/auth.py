@@ -15,7 +15,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import ipaddress
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,37 +175,66 @@ def load_tokens_file(path: str | Path) -> tuple[tuple[bytes, str], ...]:
     return tuple(entries)
 
 
+#: An origin's authority: a host name or IPv4 address, or a whole bracketed IPv6 address, then an
+#: optional port; no userinfo (as RFC 3986 and RFC 6454 write an origin).
+_AUTHORITY = re.compile(
+    r"(?:(?P<name>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)|\[(?P<ipv6>[0-9A-Fa-f:.]+)\])(?::(?P<port>[0-9]{1,5}))?"
+)
+
+
+def _origin_parts(value: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` of an origin, lower-cased, an IPv6 host bracketed; ``None`` when
+    ``value`` is not an origin (see :func:`normalize_origin`)."""
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or parts.path not in ("", "/") or parts.query or parts.fragment:
+        return None
+    # the host is matched against the grammar, not taken from urlsplit, which reads the host of
+    # http://[::1].evil.com as ::1
+    authority = _AUTHORITY.fullmatch(parts.netloc)
+    if authority is None:
+        return None
+    host = authority.group("name")
+    if host is None:
+        try:
+            host = f"[{ipaddress.IPv6Address(authority.group('ipv6')).compressed}]"
+        except ValueError:
+            return None
+    port = authority.group("port")
+    if port is not None and int(port) > 65535:
+        return None
+    return parts.scheme.lower(), host.lower(), int(port) if port is not None else None
+
+
 def normalize_origin(value: str) -> str | None:
     """``scheme://host[:port]`` with scheme and host lower-cased, or ``None`` when not an origin.
 
     The port is kept as written (``https://a.example`` and ``https://a.example:443`` differ: the
     match is exact, docs/api.md §10.8). ``null`` and anything with a path, query or credentials is not an
-    origin.
+    origin, nor is a host that is neither a name, an IPv4 address nor a whole bracketed IPv6
+    address (``http://[::1].evil.com``).
     """
-    try:
-        parts = urlsplit(value.strip())
-        port = parts.port
-    except ValueError:
+    parts = _origin_parts(value)
+    if parts is None:
         return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
-        return None
-    host = parts.hostname.lower()
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme.lower()}://{host}" + (f":{port}" if port is not None else "")
+    scheme, host, port = parts
+    return f"{scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
+#: The loopback hosts as :func:`_origin_parts` writes them.
+_LOOPBACK_ORIGIN_HOSTS = frozenset(f"[{host}]" if ":" in host else host for host in LOOPBACK_HOSTS)
 
 
 def is_loopback_origin(origin: str) -> bool:
     """Whether an ``Origin`` names localhost, 127.0.0.1 or [::1], with any scheme and port.
 
-    ``Origin: null`` (sandboxed frames, file pages) and malformed values are not loopback.
+    ``Origin: null`` (sandboxed frames, file pages), malformed values and hosts that merely begin
+    with a loopback name (``http://[::1].evil.com``, ``http://localhost.evil.com``) are not loopback.
     """
-    if normalize_origin(origin) is None:
-        return False
-    # urlsplit gives the bare address of a bracketed IPv6 host
-    return urlsplit(origin.strip()).hostname in LOOPBACK_HOSTS
+    parts = _origin_parts(origin)
+    return parts is not None and parts[1] in _LOOPBACK_ORIGIN_HOSTS
 
 
 def build_auth_config(tokens_file: str, admin_owners: list[str], cors_origins: list[str]) -> AuthConfig:

@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     TOKEN_ALREADY_COMPLETED = "token_already_completed"
     AGENT_DEFINED_BY_FILE = "agent_defined_by_file"
     AGENT_IN_USE = "agent_in_use"
+    REQUEST_TIMEOUT = "request_timeout"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     URI_TOO_LONG = "uri_too_long"
     HEADERS_TOO_LARGE = "headers_too_large"
@@ -189,6 +190,13 @@ class AgentInUse(ApiError):
     """409: another stored agent names this one as a helper; built from the slug and the dependents."""
 
     code, status, template = ErrorCode.AGENT_IN_USE, 409, "agent {!r} is a helper of {}"
+
+
+class RequestTimeout(ApiError):
+    """408: the request's body did not all arrive in time; answered by the HTTP server
+    (``agentsite.http_limits``), which closes the connection; built from the limit."""
+
+    code, status, template = ErrorCode.REQUEST_TIMEOUT, 408, "the request body did not arrive within {}"
 
 
 class PayloadTooLarge(ApiError):

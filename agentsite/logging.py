@@ -1,7 +1,11 @@
 """JSON log lines on stderr: one object per line with ``ts``, ``kind`` and ``session_id``.
 
 Prompts, LLM payloads, headers, query strings and keys are never passed to the logger, so
-they never reach this formatter (docs/api.md §14.3).
+they never reach this formatter (docs/api.md §14.3). URLs do (an MCP server's, a git source's,
+one quoted by a library's exception), and so do paths holding a continuation token: every text
+of a line, its message, its fields and its traceback, goes through
+:func:`agentsite.redaction.redact_for_log` here, whoever logged it, so that no credential a URL
+or a path carries is written.
 """
 
 from __future__ import annotations
@@ -9,8 +13,22 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
+from typing import Any
+
+from agentsite.redaction import redact_for_log
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+def _without_urls(value: Any) -> Any:
+    """``value`` (a log line's field) with the credentials of its texts redacted, at any depth."""
+    if isinstance(value, str):
+        return redact_for_log(value)
+    if isinstance(value, dict):
+        return {key: _without_urls(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_without_urls(item) for item in value]
+    return value
 
 
 class JsonFormatter(logging.Formatter):
@@ -34,7 +52,7 @@ class JsonFormatter(logging.Formatter):
             line["request"] = f"{getattr(request, 'method', '')} {getattr(request, 'path', '')}".strip()
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
+        return json.dumps(_without_urls(line), default=lambda value: redact_for_log(str(value)))
 
 
 class WithoutTraceback(logging.Filter):

@@ -19,7 +19,9 @@ from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
-from django.http import HttpRequest, HttpResponse
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.core.exceptions import SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
 
@@ -144,3 +146,21 @@ class AdminMiddleware:
         if request.path_info.startswith(ADMIN_PREFIXES):
             return self.admin(request)
         return self.get_response(request)
+
+
+class StaticFiles(ASGIStaticFilesHandler):
+    """Django's handler of ``/static/`` (the admin's stylesheets and scripts: there is no other
+    web server), for paths it cannot serve too.
+
+    A path that climbs out of the static folders (``/static/%2e%2e/...``) or names no file a
+    folder can hold (a NUL) makes Django's finders raise, outside any middleware: daphne answered
+    500 in HTML and logged a traceback per request. Such a path is a file that does not exist:
+    404 ``not_found`` in the error shape (docs/api.md §2), through the project's 404 handler.
+    """
+
+    def serve(self, request: HttpRequest) -> HttpResponse:
+        """The file, or :class:`~django.http.Http404` for a path outside the static folders."""
+        try:
+            return super().serve(request)
+        except (SuspiciousOperation, ValueError):
+            raise Http404(request.path) from None

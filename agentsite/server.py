@@ -70,7 +70,7 @@ def serve(bind: str, port: int, grace: float, unix_socket: str | None = None) ->
     from agentsite.http_limits import install
     from sessions_app import hub
 
-    install(settings.AGENTS["HEADER_TIMEOUT"])
+    install(settings.AGENTS["HEADER_TIMEOUT"], settings.AGENTS["BODY_TIMEOUT"])
 
     class GracefulServer(Server):
         """A daphne server that remembers its listening ports, to close them on shutdown."""

@@ -88,19 +88,17 @@ def publish_deferred_call(queue: str, payload: dict[str, Any]) -> None:
 
     Only a server with a broker other processes share (``REDIS_URL``) can publish: on the
     embedded default the call stays deferred, completable over HTTP, and a warning is logged.
+    Neither log line names the continuation token: whoever holds it may complete the call
+    (docs/api.md §14.3); the session and the model's call id say which call it is.
     """
+    call = {"queue": queue, "session_id": payload.get("session_id"), "tool_call_id": payload.get("tool_call_id")}
     if _local is not None or str(app.conf.broker_url).startswith("memory"):
-        log.warning(
-            "deferred call not published: no shared broker",
-            extra={"kind": "deferred.not_published", "queue": queue, "token": payload.get("token")},
-        )
+        log.warning("deferred call not published: no shared broker", extra={"kind": "deferred.not_published", **call})
         return
     kwargs = dict(payload)
 
     def publish() -> None:
         app.send_task(DEFERRED_CALL_TASK, kwargs=kwargs, queue=queue)
-        log.info(
-            "deferred call published", extra={"kind": "deferred.published", "queue": queue, "token": kwargs["token"]}
-        )
+        log.info("deferred call published", extra={"kind": "deferred.published", **call})
 
     transaction.on_commit(publish)

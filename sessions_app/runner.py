@@ -33,7 +33,7 @@ from agents_app.runtime import RuntimeAgent, runtime_agent
 from agentsite.auth import AuthConfigError, auth_config
 from agentsite.common import db_now
 from agentsite.errors import UnreadableSession
-from agentsite.redaction import redact
+from agentsite.redaction import redact, redact_urls
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_background_call, send_run
@@ -495,9 +495,11 @@ def _fail_unreadable(session_id: uuid.UUID, detail: str) -> None:
 
 def _redacted(detail: str | None) -> str | None:
     """A failure's text without any configured secret in it (docs/agents.md §7.5): the values
-    of the API keys files, the bearer tokens of the tokens file."""
+    of the API keys files, the bearer tokens of the tokens file, and the credentials of the URLs
+    it quotes (an unreachable ``modelUrl``'s, say)."""
     if detail is None:
         return None
+    detail = redact_urls(detail)
     registry = get_registry()
     secrets = [*registry.api_keys.values(), *filter(None, [fallback_api_key()])]
     secrets += [value for keys in registry.owner_api_keys.values() for value in keys.values()]

@@ -81,7 +81,7 @@ def test_bodies_that_are_not_acceptable_json(server: Server) -> None:
 def test_any_content_type_and_chunked_bodies_are_read_as_json(server: Server) -> None:
     body = json.dumps({"agent": "deferring", "prompt": "typed", "run": "none"})
     # multipart/form-data is left out: the HTTP server (Twisted, under daphne) parses such bodies
-    # itself and refuses a malformed one with a bare 400 before the application sees it
+    # itself and refuses a malformed one with 400 bad_request before the application sees it
     for content_type in ("application/x-www-form-urlencoded", "text/plain", "application/octet-stream"):
         answer = server.client.post("/v1/sessions", content=body, headers={"Content-Type": content_type})
         assert answer.status_code == 201, (content_type, answer.text)

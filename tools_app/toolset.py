@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from agents_app.parameters import ParamValue
 from agents_app.schema import ActivationError, AgentSpec, parse_activation
+from agentsite.redaction import redact_urls
 
 from .activation import HistorySource, meta_tools, open_gates
 from .base import Tool, VisibleParams
@@ -475,7 +476,7 @@ def _mcp_toolboxes(agent: _AgentLike, problems: list[str], params: Mapping[str, 
         try:
             box.start()
         except McpStartError as error:
-            problems.append(f"{where}: {error}")
+            problems.append(redact_urls(f"{where}: {error}"))
             continue
         boxes.append(box)
     return boxes

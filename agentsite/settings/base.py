@@ -154,6 +154,8 @@ AGENTS = {
     # Seconds a connection may take to send a whole request head, from its opening or from its
     # previous answer; then it is closed (docs/api.md §1.5).
     "HEADER_TIMEOUT": env.float("AGENTS_HEADER_TIMEOUT", default=30.0),
+    # Seconds a request's whole body may take to arrive after its head; then 408 (docs/api.md §1.5).
+    "BODY_TIMEOUT": env.float("AGENTS_BODY_TIMEOUT", default=30.0),
     # Body limit in bytes (docs/api.md §1.1: 32 MiB).
     "MAX_BODY_BYTES": env.int("AGENTS_MAX_BODY_BYTES", default=32 * 1024 * 1024),
     "STREAM_TOKENS": env.bool("AGENTS_STREAM_TOKENS", default=False),

@@ -26,6 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from agentsite.redaction import redact_urls
+
 from .config import HttpServer, ServerConfig, StdioServer
 
 log = logging.getLogger("tools.mcp")
@@ -324,6 +326,7 @@ def _describe_error(error: BaseException) -> str:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, MCPError):
-        return f"{error.error.message} (code {error.error.code})"
-    text = str(error)
+        return redact_urls(f"{error.error.message} (code {error.error.code})")
+    # an HTTP transport's error quotes the server's URL, credentials included
+    text = redact_urls(str(error))
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

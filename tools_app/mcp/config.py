@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agents_app.parameters import ParamValue
+from agentsite.redaction import redact_url
 from agentsite.toolenv import tool_environment
 
 #: The tags of ``mcpServers`` entries this server runs.
@@ -79,8 +80,10 @@ class HttpServer:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def describe(self) -> dict[str, Any]:
-        """What may be logged about it: the URL and the names (never the values) of ``headers``."""
-        return {"server": self.name, "transport": "http", "url": self.url, "headers": [k for k, _ in self.headers]}
+        """What may be logged about it: the URL without its credentials (``redact_url``) and the
+        names (never the values) of ``headers``."""
+        names = [k for k, _ in self.headers]
+        return {"server": self.name, "transport": "http", "url": redact_url(self.url), "headers": names}
 
 
 ServerConfig = StdioServer | HttpServer

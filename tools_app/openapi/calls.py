@@ -21,6 +21,8 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from agentsite.redaction import redact_urls
+
 from ..base import ToolContext, ToolResult
 from .config import HttpToolboxConfig
 
@@ -140,7 +142,8 @@ def send(
             "http tool call failed",
             extra={"kind": "tools.http_failed", "tool": tool, "method": method, "reason": type(error).__name__},
         )
-        return ToolResult.error(f"Error: {tool}: the request failed: {type(error).__name__}: {error}")
+        # an HTTP client's error may quote the URL, whose query holds the toolbox's key
+        return ToolResult.error(redact_urls(f"Error: {tool}: the request failed: {type(error).__name__}: {error}"))
     log.info(
         "http tool call",
         extra={

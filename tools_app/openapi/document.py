@@ -21,6 +21,8 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
+from agentsite.redaction import redact_url, redact_urls
+
 from .calls import http_client
 from .config import is_remote
 
@@ -48,9 +50,9 @@ def fetch_text(url: str, headers: Mapping[str, str], params: Mapping[str, str]) 
     try:
         answer = http_client().get(url, headers=dict(headers), params=dict(params), timeout=FETCH_TIMEOUT)
     except httpx.HTTPError as error:
-        raise DocumentError(f"cannot fetch {url}: {type(error).__name__}: {error}") from None
+        raise DocumentError(redact_urls(f"cannot fetch {url}: {type(error).__name__}: {error}")) from None
     if answer.status_code >= 400:
-        raise DocumentError(f"cannot fetch {url}: HTTP {answer.status_code}")
+        raise DocumentError(f"cannot fetch {redact_url(url)}: HTTP {answer.status_code}")
     return answer.text
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agents_app.schema import AgentSpec
+from agentsite.redaction import redact_url
 
 from ..base import Tool
 from ..bound import BindReport, bind_tools
@@ -98,7 +99,8 @@ def load_http_tools(
             continue
         made: list[Any] = openapi_tools(config, document) if label == "OpenAPI" else postgrest_tools(config, document)
         if not made:
-            problems.append(f"{config.where}: the {label} document {config.spec_url} describes no operation")
+            spec_url = redact_url(config.spec_url)
+            problems.append(f"{config.where}: the {label} document {spec_url} describes no operation")
             continue
         tools.extend(bind_tools(made, list(config.bindings), decls, name_of=_binding_name, report=report))
     problems.extend(report.problems)

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentsite.redaction import redact_urls
 from agentsite.toolenv import tool_environment
 
 from .skill import MANIFEST
@@ -66,9 +67,8 @@ def clone(url: str, ref: str | None, where: str, warnings: list[str]) -> Path:
             if fetched.returncode == 0:
                 _git("reset", "--hard", "FETCH_HEAD", cwd=target)
             else:
-                warnings.append(
-                    f"{where}: cannot update {url} ({fetched.stderr.strip()[-200:]}); using the cached copy"
-                )
+                why = fetched.stderr.strip()[-200:]
+                warnings.append(redact_urls(f"{where}: cannot update {url} ({why}); using the cached copy"))
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
         branch = ["--branch", ref] if ref else []
@@ -76,7 +76,8 @@ def clone(url: str, ref: str | None, where: str, warnings: list[str]) -> Path:
     except (OSError, subprocess.SubprocessError) as error:
         raise SkillSourceError(f"{where}: cannot run git: {type(error).__name__}: {error}") from None
     if done.returncode != 0:
-        raise SkillSourceError(f"{where}: git clone {url} failed: {done.stderr.strip()[-300:]}")
+        # git quotes the URL it was given, credentials included, in some of its errors
+        raise SkillSourceError(redact_urls(f"{where}: git clone {url} failed: {done.stderr.strip()[-300:]}"))
     return target
 
 
