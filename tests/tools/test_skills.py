@@ -152,3 +152,22 @@ def test_duplicate_skills_and_unknown_auto_enabled_names_are_load_errors(tmp_pat
     with pytest.raises(ToolBuildError) as raised:
         build_toolset(make_agent(tmp_path, skillSources=sources[:1], autoEnableSkills=["core-utils"]))
     assert raised.value.problems == ["autoEnableSkills: no skill named 'core-utils'"]
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        {"url": "--upload-pack=touch {marker}; false ://x"},
+        {"url": "ext::sh -c touch% {marker} #://x"},
+        {"url": "{repo}", "ref": "--upload-pack=touch {marker}"},
+    ],
+)
+def test_a_git_source_cannot_run_a_command(tmp_path, skills_cache, contents):
+    repo = git_repo_with_skill(tmp_path / "repo", "pdf-tools")
+    marker = tmp_path / "ran"
+    source = {"tag": "SkillGitRepo", "contents": {k: v.format(marker=marker, repo=repo) for k, v in contents.items()}}
+    with pytest.raises(ToolBuildError) as raised:
+        build_toolset(make_agent(tmp_path / "agent", skillSources=[source]))
+    [line] = raised.value.problems
+    assert line.startswith("skillSources[0]: "), line
+    assert not marker.exists()

@@ -42,6 +42,10 @@ def cache_root() -> Path:
     return Path(base) / "agents-server" / "skills"
 
 
+#: The git transports a skill source may use (``GIT_ALLOW_PROTOCOL``; docs/tools.md §12.2).
+ALLOWED_PROTOCOLS = "https:http:ssh:git:file"
+
+
 def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["git", *args],
@@ -50,7 +54,8 @@ def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
         text=True,
         timeout=GIT_TIMEOUT,
         stdin=subprocess.DEVNULL,
-        env=tool_environment({"GIT_TERMINAL_PROMPT": "0"}),
+        # only transports that fetch: git's ``ext::`` and ``fd::`` would run a command of the URL's
+        env=tool_environment({"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS}),
     )
 
 
@@ -58,8 +63,12 @@ def clone(url: str, ref: str | None, where: str, warnings: list[str]) -> Path:
     """The checkout of ``url`` (at ``ref``, else the default branch) in the cache, cloned or updated.
 
     Raises:
-        SkillSourceError: the clone failed and nothing is cached.
+        SkillSourceError: the clone failed and nothing is cached; ``url`` or ``ref`` starts with
+            ``-`` (git would read it as an option).
     """
+    for name, value in (("url", url), ("ref", ref or "")):
+        if value.startswith("-"):
+            raise SkillSourceError(f"{where}: the {name} may not start with '-'")
     target = cache_root() / hashlib.sha256(f"{url}#{ref or ''}".encode()).hexdigest()[:24]
     try:
         if (target / ".git").is_dir():
@@ -72,7 +81,7 @@ def clone(url: str, ref: str | None, where: str, warnings: list[str]) -> Path:
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
         branch = ["--branch", ref] if ref else []
-        done = _git("clone", "--depth", "1", *branch, url, str(target))
+        done = _git("clone", "--depth", "1", *branch, "--", url, str(target))
     except (OSError, subprocess.SubprocessError) as error:
         raise SkillSourceError(f"{where}: cannot run git: {type(error).__name__}: {error}") from None
     if done.returncode != 0:
