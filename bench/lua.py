@@ -2,8 +2,8 @@
 
 Times ``lua_<Name>_execute`` as the server runs it now (a fresh child process per call, killed
 at its deadline) beside the design it replaced (a fresh Lua state in a thread of the server's
-own process), for a trivial script and for one that makes 100 library calls, and prints the
-medians as a markdown table with the 1-minute load average.
+own process), for a trivial script, a loop and 100 library calls, beside the start of a bare interpreter
+(the floor of any process per call), and prints the medians as a markdown table with the 1-minute load average.
 
     .venv/bin/python bench/lua.py [--calls 50] [--json FILE]
 """
@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -89,6 +90,11 @@ def main() -> None:
         process_ms = median_ms(child, options.calls)
         thread_ms = median_ms(lambda script=script: in_process(script), options.calls) if compared else None
         rows.append({"script": label, "child_ms": process_ms, "thread_ms": thread_ms, "load": os.getloadavg()[0]})
+    print("measuring the bare interpreter ...", file=sys.stderr, flush=True)
+    bare = [sys.executable, "-I", "-S", "-c", "pass"]
+    floor_ms = median_ms(lambda: subprocess.run(bare, env={}, check=True), options.calls)
+    rows.append({"script": "python -I -S -c pass (the floor)", "child_ms": floor_ms, "thread_ms": None})
+    rows[-1]["load"] = os.getloadavg()[0]
     print("| script | child process per call (now), ms | Lua state in a thread (before), ms | load (1 min) |")
     print("|---|---|---|---|")
     for row in rows:

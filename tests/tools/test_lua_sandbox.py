@@ -134,10 +134,16 @@ def test_the_script_runs_in_a_process_of_its_own_with_os_limits(tmp_path: Path) 
     while not (_children() - children) and time.monotonic() < deadline:
         time.sleep(0.01)
     (pid,) = _children() - children
-    time.sleep(0.3)  # past the child's start: the job read and the limits set
     proc = Path(f"/proc/{pid}")
+
+    def read_limits() -> dict[str, list[str]]:
+        return {line[:26].strip(): line[26:].split()[:2] for line in (proc / "limits").read_text().splitlines()[1:]}
+
+    # The child sets its limits once it has started and read its job: wait for that.
+    while read_limits()["Max cpu time"][0] == "unlimited" and time.monotonic() < deadline + 2:
+        time.sleep(0.01)
     environment, fds = (proc / "environ").read_bytes(), sorted(int(fd) for fd in os.listdir(proc / "fd"))
-    limits = {line[:26].strip(): line[26:].split()[:2] for line in (proc / "limits").read_text().splitlines()[1:]}
+    limits = read_limits()
     session = os.getsid(pid)
     call.join()
     assert environment == b"" and fds == [0, 1, 2] and session == pid
