@@ -136,6 +136,8 @@ AGENTS = {
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
     # docker:IMAGE or process:PATH: bash and MCP calls run by that worker (README, "Isolating tool calls")
     "ISOLATE_TOOLS": env.str("AGENTS_ISOLATE_TOOLS", default=""),
+    # Stored agents may name MCP executables, Command and EnvVar sources, ${VAR} (docs/agents.md §9).
+    "ALLOW_STORED_COMMANDS": env.bool("AGENTS_ALLOW_STORED_COMMANDS", default=False),
     # Seconds an MCP server may take to start and list its tools before the agent fails to load.
     "MCP_DISCOVERY_TIMEOUT": env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=30.0),
     # Where skill repositories (SkillGitRepo) are cloned; empty: ~/.cache/agents-server/skills.
