@@ -22,6 +22,8 @@ from agentsite.api import ApiViewSet, error_responses, json_object_body, require
 from agentsite.common import Rfc3339Field, render, rfc3339
 from agentsite.errors import AgentFailedToLoad, UnknownAgent
 
+log = logging.getLogger("agents.views")
+
 
 class AgentModelSerializer(serializers.Serializer):
     """The model an agent calls."""
@@ -102,8 +104,6 @@ def _descriptor(loaded: LoadedAgent, tools: list[str], parameters: AgentParamete
         )
     return descriptor
 
-
-log = logging.getLogger("agents.views")
 
 SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH, description="the agent's slug")
 
