@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agents_app.schema import ActivationError, parse_activation
+from agents_app.schema import MAX_SECONDS, ActivationError, parse_activation
 
 #: The size limit of a sandbox that does not set ``fsbMaxFileSize`` (50 MiB), and of attach-file.
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
@@ -238,7 +238,7 @@ class SystemConfig(_Contents):
     Capabilities: list[str] = Field(default_factory=list)
     EnvVarFilter: str | None = None
     SessionIntrospectionScope: Literal["parents-only", "children-only", "subtree", "all"] = "subtree"
-    SessionIntrospectionMaxResults: int = Field(default=50, ge=1)
+    SessionIntrospectionMaxResults: int = Field(default=50, ge=1, le=10_000)
     SessionIntrospectionIncludeToolOutputs: bool = True
     CommandFilter: str | None = None
 
@@ -253,8 +253,8 @@ class DeveloperConfig(_Contents):
 class LuaConfig(_Contents):
     """``LuaToolbox`` contents (memory in MiB, 0 for no limit; time in seconds)."""
 
-    MaxMemoryMB: int = Field(default=256, ge=0)
-    MaxExecutionTimeSeconds: float = Field(default=300, gt=0)
+    MaxMemoryMB: int = Field(default=256, ge=0, le=65_536)
+    MaxExecutionTimeSeconds: float = Field(default=300, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     AllowedTools: list[str] = Field(default_factory=list)
     AllowedHosts: list[str] = Field(default_factory=list)
 

@@ -178,11 +178,14 @@ class DefaultValue:
         source: the source's kind (``Given``, ``EnvVar``, ``FileSystem``, ``Command``, ``ApiKey``).
         value: the value, when the source gave one.
         problem: why it gave none (names the source, never a value), else ``None``.
+        pending: a ``Command`` not run because the agent is being stored, not loaded: whether it
+            gives a value is known only when the agent is built for use (docs/agents.md §9).
     """
 
     source: str
     value: Any = field(default=None, repr=False)
     problem: str | None = None
+    pending: bool = False
 
     @property
     def resolved(self) -> bool:
@@ -190,9 +193,14 @@ class DefaultValue:
         return self.problem is None
 
 
-def resolve_default(source: SecretSource, *, base_dir: Path, api_keys: Mapping[str, str]) -> DefaultValue:
+def resolve_default(
+    source: SecretSource, *, base_dir: Path, api_keys: Mapping[str, str], run_commands: bool = True
+) -> DefaultValue:
     """Resolve a ``default`` once (docs/agents.md §8): never raises, a failure is a :class:`DefaultValue`
     without value.
+
+    With ``run_commands`` false (a stored agent being checked, docs/agents.md §9) a ``Command`` is
+    not run: its :class:`DefaultValue` is ``pending``.
 
     ``EnvVar`` reads this process's environment, only the variables tool processes get (never
     the server's own configuration: docs/tools.md, "Tool environments"); ``FileSystem`` reads a
@@ -222,6 +230,8 @@ def resolve_default(source: SecretSource, *, base_dir: Path, api_keys: Mapping[s
             return DefaultValue(kind, path.read_text(encoding="utf-8").rstrip("\r\n"))
         except (OSError, UnicodeDecodeError) as error:
             return DefaultValue(kind, problem=f"FileSystem {path}: {type(error).__name__}")
+    if not run_commands:
+        return DefaultValue(kind, problem=f"Command {contents[0]} runs when the agent is loaded", pending=True)
     try:
         done = subprocess.run(
             contents,
@@ -279,10 +289,13 @@ class AgentParameters:
         self.process: Mapping[str, ProcessValue] = process if process is not None else process_values()
 
     @classmethod
-    def load(cls, spec: AgentSpec, *, base_dir: Path, api_keys: Mapping[str, str]) -> AgentParameters:
-        """An agent's parameters, each default resolved now (:func:`resolve_default`)."""
+    def load(
+        cls, spec: AgentSpec, *, base_dir: Path, api_keys: Mapping[str, str], run_commands: bool = True
+    ) -> AgentParameters:
+        """An agent's parameters, each default resolved now (:func:`resolve_default`; ``run_commands``
+        false leaves ``Command`` defaults pending)."""
         defaults = {
-            decl.name: resolve_default(decl.default, base_dir=base_dir, api_keys=api_keys)
+            decl.name: resolve_default(decl.default, base_dir=base_dir, api_keys=api_keys, run_commands=run_commands)
             for decl in spec.parameters
             if decl.default is not None
         }
@@ -405,10 +418,14 @@ class AgentParameters:
 
     def process_problems(self) -> list[str]:
         """What stops a process from starting with this agent: a required process-scope parameter
-        without value, and a secret parameter given a value that is not a string."""
+        without value (one whose ``Command`` default is pending is not counted), and a secret
+        parameter given a value that is not a string."""
         problems = []
         for name, decl in self.decls.items():
             value = self.process_value(name)
+            default = self.defaults.get(name)
+            if default is not None and default.pending and name not in self.process:
+                continue
             if value is None and decl.required and (decl.scope == "process" or self.pinned(name)):
                 problems.append(
                     f"parameter {name} is required and has no value ({self.resolution(name)}): "

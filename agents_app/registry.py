@@ -70,8 +70,18 @@ class AgentRegistry:
         return [tree.root for tree in (self.tree(slug) for slug in slugs) if tree is not None]
 
     def get(self, slug: str) -> LoadedAgent | None:
-        """The root agent with ``slug``, or ``None``."""
+        """The root agent with ``slug``, or ``None``.
+
+        Raises:
+            ApiError: 400 ``agent_runs_commands`` for a stored agent that names commands the
+                operator does not allow (docs/agents.md §9); a kind of ``UnknownAgent``, so what
+                handles a gone agent handles it too.
+        """
         tree = self.tree(slug)
+        if tree is None and slug not in self.trees:
+            refusal = self.stored.refusal(slug)
+            if refusal is not None:
+                raise refusal
         return tree.root if tree else None
 
     def find(self, slug: str) -> LoadedAgent | None:

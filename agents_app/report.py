@@ -45,3 +45,40 @@ def check_lines(loaded: LoadedAgent, toolset: ToolSet, parameters: AgentParamete
     lines += [f"warning: {slug}: {line}" for line in [*toolset.warnings, *toolset.notices]]
     lines += [f"  {slug}: {where} '{found.named}': {found.base} ({found.path})" for where, found in loaded.paths]
     return lines
+
+
+#: The toolbox keys whose tools are known only once the agent is built: their scripts are described,
+#: their servers started, their documents fetched then (docs/agents.md §9).
+BUILT_WHEN_LOADED = ("bashToolboxes", "mcpServers", "openApiToolboxes", "builtinToolboxes")
+
+
+def stored_check_lines(loaded: LoadedAgent, parameters: AgentParameters) -> list[str]:
+    """The report of a stored agent checked before it is saved, from what it declares alone:
+    checking runs nothing (docs/agents.md §9).
+
+    Args:
+        loaded: the agent as :func:`agents_app.stored.load_stored_agent` gives it (tools not built).
+        parameters: its parameters, ``Command`` defaults pending.
+    Returns:
+        ``<slug>: <announce> (<n> tools known before loading)``, then ``<slug>: tool <wire name>``
+        for its helpers' tools and its ``externalTools``, ``<slug>: <key>[<i>]: built when the agent
+        is loaded`` per toolbox (and for ``toolDirectory``), then the parameter lines of
+        :func:`check_lines`.
+    """
+    spec = loaded.spec
+    slug = spec.slug
+    helpers = [f"{PREFIX}{helper}" for helper in loaded.helper_slugs]
+    names = [*helpers, *([DESCRIBE_NAME, DERIVE_NAME] if helpers else []), *(tool.name for tool in spec.externalTools)]
+    lines = [f"{slug}: {spec.announce} ({len(names)} tools known before loading)"]
+    lines += [f"{slug}: tool {name}" for name in names]
+    if spec.toolDirectory is not None:
+        lines.append(f"{slug}: toolDirectory '{spec.toolDirectory}': built when the agent is loaded")
+    for key in BUILT_WHEN_LOADED:
+        entries = loaded.contents.get(key)
+        for index, _ in enumerate(entries if isinstance(entries, list) else []):
+            lines.append(f"{slug}: {key}[{index}]: built when the agent is loaded")
+    for name, decl in parameters.decls.items():
+        secret = ["secret"] if decl.secret else []
+        traits = ", ".join([decl.scope, *secret, "required" if decl.required else "optional"])
+        lines.append(f"{slug}: parameter {name} ({traits}): {parameters.resolution(name)}")
+    return lines

@@ -16,12 +16,13 @@ from agents_app.loader import AgentTree, LoadedAgent
 from agents_app.narrowing import helper_tools
 from agents_app.parameters import AgentParameters, ParamValue
 from agents_app.registry import get_registry
-from agentsite.errors import UnknownAgent
+from agents_app.stored import relative_to
+from agentsite.errors import AgentFailedToLoad, UnknownAgent
 from tools_app.activation import HistorySource
 from tools_app.base import VisibleParams
 from tools_app.policy import ToolCallPolicy
 from tools_app.subagent import SubAgentTool
-from tools_app.toolset import ToolSet, build_toolset
+from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
 
 
 @dataclass
@@ -96,8 +97,11 @@ def runtime_agent(slug: str) -> RuntimeAgent:
     and ``derive_agent`` when it has helpers (docs/tools.md §8.6).
 
     Raises:
-        ApiError: 404 ``unknown_agent`` when no root agent has that slug.
-        tools_app.toolset.ToolBuildError: the agent's tools cannot be built.
+        ApiError: 404 ``unknown_agent`` when no root agent has that slug; 400
+            ``agent_runs_commands`` (``AgentRegistry.get``); 400 ``agent_failed_to_load`` when a
+            stored agent's tools cannot be built (a server that does not start, a binding that
+            cannot apply, an OpenAPI document that cannot be fetched).
+        tools_app.toolset.ToolBuildError: a file agent's tools cannot be built.
     """
     _forget_if_stale(slug)
     with _lock:
@@ -121,7 +125,13 @@ def runtime_agent(slug: str) -> RuntimeAgent:
             for h in helpers
             if h is not None
         ]
-        toolset = build_toolset(loaded, parameters.resolve(), registry.api_keys)
+        try:
+            toolset = build_toolset(loaded, parameters.resolve(), registry.api_keys)
+        except ToolBuildError as error:
+            if loaded.path is not None:
+                raise
+            # a stored agent is checked without building its tools (docs/agents.md §9): here they are
+            raise AgentFailedToLoad("; ".join(relative_to(loaded.base_dir, error.problems))) from None
         toolset = toolset.with_extra_tools(helper_tools(subagents, runtime_agent))
         agent = RuntimeAgent(
             loaded=loaded,

@@ -30,6 +30,15 @@ MailScope = Literal["own", "children", "subtree", "all"]
 KNOWN_FLAVORS = {"OpenAIv1", "KimiV1", "MistralV1", "OllamaV1", "openai", "OpenAI"}
 
 
+#: Bounds of the agent-file numbers (docs/agents.md §2): a value outside is a validation error, so
+#: that no count or duration reaches a database column, a timer or a loop it could overflow.
+MAX_SECONDS = 86_400.0
+MAX_CALL_TIMEOUT_SECONDS = 7 * 86_400.0
+MAX_CONCURRENCY = 256
+MAX_MAILBOX_UNREAD = 100_000
+MAX_MAIL_HOPS = 1_000
+
+
 class _Lenient(BaseModel):
     """Base for every schema object: unknown keys are kept aside, never an error."""
 
@@ -159,7 +168,7 @@ class Disposition(_Lenient):
 
     tag: Literal["runSync", "runAsync", "runIsolated", "defer", "decorate"]
     reason: str | None = None
-    attachSeconds: float | None = Field(default=None, ge=0)
+    attachSeconds: float | None = Field(default=None, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     # ours (ignored by agents-exe): a ``defer`` whose calls are published to this Celery queue
     # (README, "Deferred calls on a Celery queue")
     queue: str | None = None
@@ -292,8 +301,8 @@ class AgentSpec(_Lenient):
     executionMode: Literal["synchronous", "asynchronous"] = "synchronous"
     toolCallPolicyConfig: ToolCallPolicyConfig | None = None
     asyncYieldStrategy: Any = "yieldWhenAllDone"
-    maxConcurrency: int = Field(default=4, ge=1)
-    asyncCallTimeoutSeconds: float | None = None
+    maxConcurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
+    asyncCallTimeoutSeconds: float | None = Field(default=None, ge=0, le=MAX_CALL_TIMEOUT_SECONDS, allow_inf_nan=False)
     mailInToolResult: bool = False
     wakeOn: list[str] | None = None
     interruptCompletions: bool = False
@@ -303,9 +312,9 @@ class AgentSpec(_Lenient):
     # how much unread mail it holds, how long a reply chain runs, how long ``wait`` blocks
     mailScope: MailScope = "subtree"
     interruptScope: MailScope = "children"
-    mailboxMaxUnread: int = Field(default=256, ge=1)
-    maxMailHops: int = Field(default=16, ge=0)
-    maxWaitSeconds: float = Field(default=300.0, ge=0)
+    mailboxMaxUnread: int = Field(default=256, ge=1, le=MAX_MAILBOX_UNREAD)
+    maxMailHops: int = Field(default=16, ge=0, le=MAX_MAIL_HOPS)
+    maxWaitSeconds: float = Field(default=300.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     # ours (ignored by agents-exe): tools (LLM-visible names) whose calls may run again when a
     # crash left it unknown whether they ran (docs/tools.md §5.4)
     safeToRetry: list[str] = Field(default_factory=list)

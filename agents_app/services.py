@@ -1,10 +1,12 @@
 """Writes of stored agents: the one path for the API and the Django admin (docs/api.md §12).
 
 A store is two steps. :func:`stored_agent_prepare` checks the body and loads the agent (its files
-written out, every tool's ``describe`` run) without touching the database; the admin runs it to
-validate its form. :func:`stored_agent_commit` stores it under the lock of the generation row,
-checking again what other writers may have changed meanwhile (file agents, helpers, cycles),
-and moves the generation so every process reloads. :func:`stored_agent_put` does both.
+written out) without touching the database; the admin runs it to validate its form. Storing runs
+nothing (docs/agents.md §9): no tool's ``describe``, no MCP server, no ``Command`` default, no
+fetch of an OpenAPI document; those happen when the agent is built for use.
+:func:`stored_agent_commit` stores it under the lock of the generation row, checking again what
+other writers may have changed meanwhile (file agents, helpers, cycles), and moves the generation
+so every process reloads. :func:`stored_agent_put` does both.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from agentsite.errors import (
     UnknownHelper,
     UnknownVersion,
 )
-from tools_app.bash.loading import list_tool_files
-from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
 
 
 def _failed_to_load(problems: list[str]) -> AgentFailedToLoad:
@@ -40,7 +40,7 @@ def _failed_to_load(problems: list[str]) -> AgentFailedToLoad:
 
 @dataclass
 class PreparedAgent:
-    """A checked and loaded agent, ready to store.
+    """A checked agent, ready to store; its tools are not built (storing runs nothing).
 
     Attributes:
         slug: the agent's slug (from the path).
@@ -48,8 +48,7 @@ class PreparedAgent:
         files: relative path -> text.
         helpers: the slugs of its ``extraAgents``.
         loaded: the loaded agent (keeps its files' directory alive).
-        toolset: its tools, built from those files.
-        parameters: its parameters in this process.
+        parameters: its parameters in this process (``Command`` defaults pending).
     """
 
     slug: str
@@ -57,7 +56,6 @@ class PreparedAgent:
     files: dict[str, str]
     helpers: list[str]
     loaded: LoadedAgent
-    toolset: ToolSet
     parameters: AgentParameters
 
 
@@ -94,7 +92,9 @@ def _check_parameters(loaded: LoadedAgent) -> AgentParameters:
     Raises:
         ApiError: 400 ``agent_failed_to_load``.
     """
-    parameters = AgentParameters.load(loaded.spec, base_dir=loaded.base_dir, api_keys=get_registry().api_keys)
+    parameters = AgentParameters.load(
+        loaded.spec, base_dir=loaded.base_dir, api_keys=get_registry().api_keys, run_commands=False
+    )
     problems = list(parameters.process_problems())
     get_registry().stored.refresh(get_registry().file_slugs())
     for index, ref in enumerate(loaded.spec.helper_refs()):
@@ -106,37 +106,9 @@ def _check_parameters(loaded: LoadedAgent) -> AgentParameters:
     return parameters
 
 
-def _check_tools(loaded: LoadedAgent, parameters: AgentParameters) -> ToolSet:
-    """Build the agent's tools; a tool whose ``describe`` fails is an error here, not a warning.
-
-    Raises:
-        ApiError: 400 ``agent_failed_to_load``.
-    """
-    directory = loaded.base_dir
-    try:
-        toolset = build_toolset(loaded, parameters.resolve(), get_registry().api_keys)
-    except ToolBuildError as error:
-        raise _failed_to_load(stored.relative_to(directory, error.problems)) from None
-    spec = loaded.spec
-    expected = []
-    if spec.toolDirectory is not None:
-        expected += list_tool_files(loaded.resolve(spec.toolDirectory))
-    for box in spec.bashToolboxes:
-        target = loaded.resolve(box.contents.Path)
-        if box.tag == "FileSystemDirectory":
-            expected += list_tool_files(target, box.contents.model_dump().get("BasenameFilter"))
-        else:
-            expected.append(target)
-    built = {str(tool.path) for tool in toolset.tools if hasattr(tool, "path")}
-    failing = [path for path in expected if str(path) not in built]
-    if failing:
-        problems = [w for w in toolset.warnings if any(str(path) in w for path in failing)]
-        raise _failed_to_load(stored.relative_to(directory, problems or [f"{p}: not loaded" for p in failing]))
-    return toolset
-
-
 def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
-    """Check a stored agent and load it, storing nothing (docs/api.md §12.2).
+    """Check a stored agent and load it, storing and running nothing (docs/api.md §12.2,
+    docs/agents.md §9).
 
     Args:
         slug: the slug of the path.
@@ -146,22 +118,25 @@ def stored_agent_prepare(slug: str, body: Any) -> PreparedAgent:
     Raises:
         ApiError: in this order, 400 ``bad_request`` (the body's shape), 409
             ``agent_defined_by_file``, 400 ``agent_uses_files``, 400 ``agent_invalid_paths``,
-            400 ``agent_failed_to_load`` (schema, parameters and bindings), 400 ``unknown_helper``,
-            400 ``helper_cycle``, 400 ``agent_failed_to_load`` (missing files, tools that do not load,
-            a required process parameter without value, a ``with`` its helper does not fit).
+            400 ``agent_runs_commands`` (unless the operator allows them), 400
+            ``agent_failed_to_load`` (schema, parameters and bindings), 400 ``unknown_helper``,
+            400 ``helper_cycle``, 400 ``agent_failed_to_load`` (a directory or tool file missing
+            from the files, a required process parameter without value, a ``with`` its helper
+            does not fit).
     """
     contents, files = stored.split_body(slug, body)
     if slug in get_registry().file_slugs():
         raise defined_by_file(slug)
     stored.check_file_only_keys(contents)
     stored.check_paths(contents, files)
+    allowed = stored.commands_allowed()
+    stored.check_commands(contents, allowed=allowed)
     spec = stored.parse_contents(slug, contents)
     helpers = stored.helper_slugs(spec)
     _check_helpers(slug, helpers, _helper_graph())
-    loaded = stored.load_stored_agent(slug, contents, files)
+    loaded = stored.load_stored_agent(slug, contents, files, allow_commands=allowed)
     parameters = _check_parameters(loaded)
-    toolset = _check_tools(loaded, parameters)
-    return PreparedAgent(slug, contents, files, helpers, loaded, toolset, parameters)
+    return PreparedAgent(slug, contents, files, helpers, loaded, parameters)
 
 
 def version_changes(before: StoredAgentVersion | None, contents: dict[str, Any], files: dict[str, str]) -> list[str]:

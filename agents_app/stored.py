@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -32,13 +33,27 @@ from agents_app.builtins import builtin_paths
 from agents_app.loader import AgentLoadError, AgentTree, LoadedAgent, parse_agent_document
 from agents_app.schema import AgentSpec, unwrap_agent_json
 from agentsite.api import require_unicode
-from agentsite.errors import AgentFailedToLoad, AgentInvalidPaths, AgentUsesFiles, ApiError, BadRequest
+from agentsite.errors import (
+    AgentFailedToLoad,
+    AgentInvalidPaths,
+    AgentRunsCommands,
+    AgentUsesFiles,
+    ApiError,
+    BadRequest,
+)
 
 log = logging.getLogger("agents.stored")
 
 #: Keys that make an agent read files outside its own ``files`` (docs/api.md §12.2): refused.
 FILE_ONLY_KEYS = ("postgrestToolboxes", "skillSources", "autoEnableSkills")
 
+
+#: The ``mcpServers`` tag whose server is a process this server starts (``executable``).
+STDIO_MCP_TAG = "McpSimpleBinary"
+#: Sources of a value that run a command (``Command``) or read this server's environment (``EnvVar``).
+COMMAND_SOURCE_TAGS = ("Command", "EnvVar")
+#: A ``${VAR}`` reference of an OpenAPI toolbox's ``Headers`` or ``Token``: read from the environment.
+ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 #: Limits that keep a stored agent's files writable on any file system.
 MAX_SLUG_LENGTH = 100
@@ -104,6 +119,73 @@ def check_file_only_keys(contents: dict[str, Any]) -> None:
     for index, ref in enumerate(refs if isinstance(refs, list) else []):
         if isinstance(ref, dict) and ref.get("path") is not None:
             raise AgentUsesFiles(f"extraAgents[{index}]: stored agents name their helpers by slug, without 'path'")
+
+
+def commands_allowed() -> bool:
+    """Whether the operator lets stored agents run commands and read the environment
+    (``agents serve --allow-stored-commands``, ``AGENTS_ALLOW_STORED_COMMANDS``; docs/agents.md §9)."""
+    from django.conf import settings
+
+    return bool(settings.AGENTS.get("ALLOW_STORED_COMMANDS", False))
+
+
+def _source_tag(value: Any) -> Any:
+    return value.get("tag") if isinstance(value, dict) else None
+
+
+def command_fields(contents: dict[str, Any]) -> list[str]:
+    """The field paths of ``contents`` that start a process or read this server's environment
+    when the agent is loaded (docs/agents.md §9), in document order.
+
+    Those are an ``McpSimpleBinary`` server's ``executable``, a parameter ``default`` or an OpenAPI
+    secret ``source`` tagged ``Command`` or ``EnvVar``, and a ``${VAR}`` in an OpenAPI toolbox's
+    ``Headers`` or ``Token``. Read from the raw contents, so that it holds before the schema is
+    checked and for rows stored before the rule.
+
+    Returns:
+        ``"<field path>: <what it does>"`` lines; empty when there are none.
+    """
+    found: list[str] = []
+    servers = contents.get("mcpServers")
+    for index, entry in enumerate(servers if isinstance(servers, list) else []):
+        if _source_tag(entry) == STDIO_MCP_TAG:
+            found.append(f"mcpServers[{index}].contents.executable: an MCP server started as a process")
+    declared = contents.get("parameters")
+    for index, decl in enumerate(declared if isinstance(declared, list) else []):
+        tag = _source_tag(decl.get("default") if isinstance(decl, dict) else None)
+        if tag in COMMAND_SOURCE_TAGS:
+            found.append(f"parameters[{index}].default: a {tag} default")
+    boxes = contents.get("openApiToolboxes")
+    for index, box in enumerate(boxes if isinstance(boxes, list) else []):
+        inner = box.get("contents") if isinstance(box, dict) and isinstance(box.get("contents"), dict) else {}
+        where = f"openApiToolboxes[{index}].contents"
+        secrets = inner.get("Secrets")
+        for number, secret in enumerate(secrets if isinstance(secrets, list) else []):
+            tag = _source_tag(secret.get("source") if isinstance(secret, dict) else None)
+            if tag in COMMAND_SOURCE_TAGS:
+                found.append(f"{where}.Secrets[{number}].source: a {tag} source")
+        headers = inner.get("Headers")
+        for name, value in (headers.items() if isinstance(headers, dict) else []):
+            if isinstance(value, str) and ENV_REFERENCE.search(value):
+                found.append(f"{where}.Headers.{name}: a ${{VAR}} read from the environment")
+        token = inner.get("Token")
+        if isinstance(token, str) and ENV_REFERENCE.search(token):
+            found.append(f"{where}.Token: a ${{VAR}} read from the environment")
+    return found
+
+
+def check_commands(contents: dict[str, Any], *, allowed: bool) -> None:
+    """Refuse what :func:`command_fields` finds unless the operator allows it (docs/agents.md §9).
+
+    Raises:
+        ApiError: 400 ``agent_runs_commands`` naming every field path.
+    """
+    found = [] if allowed else command_fields(contents)
+    if found:
+        raise AgentRunsCommands(
+            "; ".join(found) + " (stored agents may not run commands or read the server's environment"
+            " unless the server runs with --allow-stored-commands)"
+        )
 
 
 def _path_problem(value: Any, where: str, *, file: bool) -> str | None:
@@ -283,15 +365,23 @@ def materialize(slug: str, files: dict[str, str]) -> Path:
     return directory
 
 
-def load_stored_agent(slug: str, contents: dict[str, Any], files: dict[str, str]) -> LoadedAgent:
-    """Load one stored agent version: its files written out, the paths it names checked.
+def load_stored_agent(
+    slug: str, contents: dict[str, Any], files: dict[str, str], *, allow_commands: bool
+) -> LoadedAgent:
+    """Load one stored agent version: its files written out, the paths it names checked; nothing
+    is run (tools are described, servers started, defaults resolved when it is built for use).
 
     Its ``helper_slugs`` are the ``extraAgents`` slugs. The directory is removed once the returned
     agent is no longer referenced (or at exit).
 
+    Args:
+        allow_commands: the operator's ``--allow-stored-commands`` (:func:`commands_allowed`).
     Raises:
-        ApiError: 400 ``agent_failed_to_load`` (schema, or a named directory or file missing).
+        ApiError: 400 ``agent_runs_commands`` (:func:`check_commands`, for versions stored before
+            the rule or under another setting); 400 ``agent_failed_to_load`` (schema, or a named
+            directory or file missing).
     """
+    check_commands(contents, allowed=allow_commands)
     spec = parse_contents(slug, contents)
     directory = materialize(slug, files)
     loaded = LoadedAgent(spec=spec, contents=contents, path=None, base_dir=directory, helper_slugs=helper_slugs(spec))
@@ -344,13 +434,17 @@ class StoredAgentCache:
         self._versions: dict[str, tuple[int, LoadedAgent]] = {}
         self._trees: dict[str, tuple[tuple[tuple[str, int], ...], AgentTree]] = {}
         self._info: dict[str, StoredInfo] = {}
+        # slug -> why its stored version may not run here (agent_runs_commands)
+        self._refused: dict[str, str] = {}
 
     def refresh(self, file_slugs: set[str]) -> None:
         """Reload what changed since the last look (one query when nothing did).
 
         A slug an agent file defines (a root or a helper) is skipped (the file wins), and so is an agent whose helpers
         cannot be resolved: both are logged as ``agents.stored_skipped``. A version that fails to
-        load keeps the previous one, logged as ``agents.stored_reload_failed``.
+        load keeps the previous one, logged as ``agents.stored_reload_failed``; one that names
+        commands the operator does not allow (:func:`check_commands`) is remembered for
+        :meth:`refusal`.
         """
         from agents_app.models import StoredAgent, StoredAgentsGeneration
 
@@ -360,7 +454,9 @@ class StoredAgentCache:
             if generation == self._generation:
                 return
             rows = list(StoredAgent.objects.all())
+            allow_commands = commands_allowed()
             versions: dict[str, tuple[int, LoadedAgent]] = {}
+            refused: dict[str, str] = {}
             for row in rows:
                 if row.slug in file_slugs:
                     log.warning(
@@ -373,8 +469,11 @@ class StoredAgentCache:
                     versions[row.slug] = known
                     continue
                 try:
-                    versions[row.slug] = (row.version, load_stored_agent(row.slug, row.contents, row.files))
+                    loaded = load_stored_agent(row.slug, row.contents, row.files, allow_commands=allow_commands)
+                    versions[row.slug] = (row.version, loaded)
                 except ApiError as error:
+                    if isinstance(error, AgentRunsCommands):
+                        refused[row.slug] = error.message
                     log.warning(
                         "stored agent failed to reload",
                         extra={"kind": "agents.stored_reload_failed", "agent": row.slug, "reason": error.message},
@@ -382,6 +481,7 @@ class StoredAgentCache:
                     if known is not None:
                         versions[row.slug] = known
             self._versions = versions
+            self._refused = {slug: why for slug, why in refused.items() if slug not in versions}
             self._info = {
                 row.slug: StoredInfo(row.contents, row.files, row.version, row.updated_at, row.updated_by)
                 for row in rows
@@ -423,6 +523,12 @@ class StoredAgentCache:
         """The tree of stored agent ``slug`` as of the last refresh, or ``None``."""
         entry = self._trees.get(slug)
         return entry[1] if entry else None
+
+    def refusal(self, slug: str) -> ApiError | None:
+        """400 ``agent_runs_commands`` when the stored version of ``slug`` names commands the
+        operator does not allow (as of the last refresh), else ``None``."""
+        why = self._refused.get(slug)
+        return AgentRunsCommands(why) if why is not None else None
 
     def slugs(self) -> list[str]:
         """The slugs of the usable stored agents, sorted."""

@@ -5,6 +5,7 @@ Implements docs/api.md §11 and §12, with the AgentDescriptor of docs/api.md §
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -19,8 +20,9 @@ from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from agentsite.api import ApiViewSet, error_responses, json_object_body, require_name
 from agentsite.common import Rfc3339Field, render, rfc3339
-from agentsite.errors import UnknownAgent
-from tools_app.toolset import ToolSet
+from agentsite.errors import AgentFailedToLoad, UnknownAgent
+
+log = logging.getLogger("agents.views")
 
 
 class AgentModelSerializer(serializers.Serializer):
@@ -74,17 +76,17 @@ def agent_descriptor(slug: str) -> dict[str, Any]:
     """
 
     agent = runtime_agent(slug)
-    return _descriptor(agent.loaded, agent.toolset, agent.parameters)
+    return _descriptor(agent.loaded, agent.toolset.names(), agent.parameters)
 
 
-def _descriptor(loaded: LoadedAgent, toolset: ToolSet, parameters: AgentParameters) -> dict[str, Any]:
-    """The AgentDescriptor of a loaded agent and its tools; stored agents add their config."""
+def _descriptor(loaded: LoadedAgent, tools: list[str], parameters: AgentParameters) -> dict[str, Any]:
+    """The AgentDescriptor of a loaded agent and its tools' wire names; stored agents add their config."""
 
     spec = loaded.spec
     descriptor = {
         "slug": spec.slug,
         "description": spec.announce,
-        "tools": toolset.names(),
+        "tools": tools,
         "model": {"name": spec.modelName, "url": spec.modelUrl, "flavor": spec.flavor},
         "prompt": spec.system_prompt_text(),
         "parameters": parameters.descriptors(),
@@ -118,8 +120,17 @@ class AgentViewSet(ApiViewSet):
         responses={200: AgentDescriptorSerializer(many=True), **error_responses()},
     )
     def list(self, request: Request) -> Response:
-        """List the agents, as a bare array."""
-        descriptors = [agent_descriptor(agent.spec.slug) for agent in get_registry().roots()]
+        """List the agents, as a bare array; a stored agent whose tools cannot be built now is left
+        out and logged (``agents.stored_load_failed``), as ``GET`` of it answers why."""
+        descriptors = []
+        for agent in get_registry().roots():
+            try:
+                descriptors.append(agent_descriptor(agent.spec.slug))
+            except AgentFailedToLoad as error:
+                log.warning(
+                    "stored agent failed to load",
+                    extra={"kind": "agents.stored_load_failed", "agent": agent.spec.slug, "reason": error.message},
+                )
         return Response([render(AgentDescriptorSerializer, descriptor) for descriptor in descriptors])
 
     @extend_schema(
@@ -143,12 +154,16 @@ class AgentViewSet(ApiViewSet):
         },
     )
     def update(self, request: Request, slug: str) -> Response:
-        """Store an agent: 201 the first time, 200 when it replaces the stored one."""
+        """Store an agent: 201 the first time, 200 when it replaces the stored one.
+
+        Storing runs nothing (docs/agents.md §9), so the answer lists no tools: they are known once
+        the agent is built for use (``GET /v1/agents/:slug``, a run).
+        """
         body = json_object_body(request)
         prepared, _, created = services.stored_agent_put(
             require_name(slug, "slug"), body, updated_by=request.user.owner
         )
-        descriptor = _descriptor(prepared.loaded, prepared.toolset, prepared.parameters)
+        descriptor = _descriptor(prepared.loaded, [], prepared.parameters)
         return Response(render(AgentDescriptorSerializer, descriptor), status=201 if created else 200)
 
     @extend_schema(

@@ -52,6 +52,7 @@ class ErrorCode(StrEnum):
     AGENT_USES_FILES = "agent_uses_files"
     AGENT_FAILED_TO_LOAD = "agent_failed_to_load"
     AGENT_INVALID_PATHS = "agent_invalid_paths"
+    AGENT_RUNS_COMMANDS = "agent_runs_commands"
     UNKNOWN_HELPER = "unknown_helper"
     HELPER_CYCLE = "helper_cycle"
     MAILBOX_FULL = "mailbox_full"
@@ -134,6 +135,16 @@ class UnknownAgent(ApiError):
     """404: no agent with that slug is loaded; built from the slug."""
 
     code, status, template = ErrorCode.UNKNOWN_AGENT, 404, "no agent {!r}"
+
+
+class AgentRunsCommands(UnknownAgent):
+    """400: a stored agent names an MCP ``executable``, a ``Command`` or ``EnvVar`` source, or a
+    ``${VAR}`` reference, and the operator has not allowed them (docs/agents.md §9); the message
+    names each field path. Raised when storing, and when a version stored before the rule is
+    looked up to run; a kind of :class:`UnknownAgent`, so what handles a gone agent (recovery, a
+    continuation) handles one that may not run the same way."""
+
+    code, status, template = ErrorCode.AGENT_RUNS_COMMANDS, 400, "{}"
 
 
 class UnknownVersion(ApiError):
@@ -290,8 +301,13 @@ class InternalError(ApiError):
 
 
 #: Every error class, by code: the catalogue the OpenAPI document and the tests read.
+def _subclasses(cls: type[ApiError]) -> list[type[ApiError]]:
+    """Every subclass of ``cls``, theirs included (:class:`AgentRunsCommands` is an ``UnknownAgent``)."""
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
+
+
 CATALOGUE: dict[ErrorCode, type[ApiError]] = {
-    cls.code: cls for cls in ApiError.__subclasses__() if cls is not InternalError
+    cls.code: cls for cls in _subclasses(ApiError) if cls is not InternalError
 } | {ErrorCode.INTERNAL_ERROR: InternalError}
 
 

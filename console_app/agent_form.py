@@ -19,7 +19,7 @@ from agents_app import services
 from agents_app.loader import format_validation_errors
 from agents_app.models import StoredAgent
 from agents_app.registry import get_registry
-from agents_app.report import check_lines
+from agents_app.report import stored_check_lines
 from agents_app.schema import BashToolbox, Binding, ParameterDecl, PolicyRule, Tagged
 from agentsite.errors import ApiError
 
@@ -340,7 +340,8 @@ class StoredAgentForm(forms.ModelForm):
             self.add_error(field, message)
 
     def check_report(self) -> list[str]:
-        """The ``agents check`` lines of the prepared agent (after a successful ``is_valid``)."""
+        """The check's lines of the prepared agent (after a successful ``is_valid``), from what it
+        declares: checking runs nothing (docs/agents.md §9)."""
         if self.prepared is None:
             return []
-        return check_lines(self.prepared.loaded, self.prepared.toolset, self.prepared.parameters)
+        return stored_check_lines(self.prepared.loaded, self.prepared.parameters)

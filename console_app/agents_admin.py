@@ -136,9 +136,9 @@ class StoredAgentAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         """The add and change pages, outside a transaction; "Check" answers without storing.
 
-        Validating runs each tool's ``describe``; inside the admin's usual transaction that would
-        hold SQLite's write lock (and so block every run) meanwhile. The store is a transaction of
-        its own. The CSRF check of the stock view is kept.
+        Validating writes the agent's files out and reads the stored agents; inside the admin's
+        usual transaction that would hold SQLite's write lock (and so block every run) meanwhile.
+        The store is a transaction of its own. The CSRF check of the stock view is kept.
         """
         if request.method == "POST" and "_check" in request.POST:
             return self._check_view(request, object_id, form_url, extra_context)

@@ -304,10 +304,11 @@ def test_mcp_load_errors_in_check_at_startup_and_for_stored_agents(tmp_path, llm
     assert "agents: broken: mcpServers[0]: gone: Failed to initialize MCP server: " in started.stderr
     assert f"agents: broken: {timeout}" in started.stderr
 
-    # time enough for a real server to start on a busy machine, and for a mute one to time out
+    # time enough for a real server to start on a busy machine, and for a mute one to time out;
+    # stored agents may name an MCP executable only when the operator allows it (docs/agents.md §9)
     server = start_server(
         [],
-        extra_args=["--auth-tokens", str(write_tokens(tmp_path)), "--admin-owners", "root"],
+        extra_args=["--auth-tokens", str(write_tokens(tmp_path)), "--admin-owners", "root", "--allow-stored-commands"],
         env={"AGENTS_MCP_DISCOVERY_TIMEOUT": "8"},
     )
     stored = {
@@ -318,11 +319,14 @@ def test_mcp_load_errors_in_check_at_startup_and_for_stored_agents(tmp_path, llm
         "announce": "a stored agent with an MCP server",
         "systemPrompt": ["x"],
     }
-    for entry in (missing, mute):
-        refused = server.client.put(
-            "/v1/agents/stored", content=json.dumps({**stored, "mcpServers": [entry]}), headers=owner("root")
+    # storing starts nothing: a server that cannot start is found when the agent is loaded
+    for slug, entry in (("gone", missing), ("mute", mute)):
+        put = server.client.put(
+            f"/v1/agents/{slug}", content=json.dumps({**stored, "mcpServers": [entry]}), headers=owner("root")
         )
-        assert refused.status_code == 400 and refused.json()["error"] == "agent_failed_to_load"
+        assert put.status_code == 201, put.text
+        refused = server.client.get(f"/v1/agents/{slug}", headers=owner("root"))
+        assert refused.status_code == 400 and refused.json()["error"] == "agent_failed_to_load", refused.text
     time_server = {"name": "time", "executable": str(VENV_BIN / "mcp-server-time"), "args": []}
     put = server.client.put(
         "/v1/agents/stored",
@@ -330,7 +334,8 @@ def test_mcp_load_errors_in_check_at_startup_and_for_stored_agents(tmp_path, llm
         headers=owner("root"),
     )
     assert put.status_code == 201, put.text
-    assert put.json()["tools"] == ["mcp_time_get_current_time", "mcp_time_convert_time"]
+    loaded = server.client.get("/v1/agents/stored", headers=owner("root")).json()
+    assert loaded["tools"] == ["mcp_time_get_current_time", "mcp_time_convert_time"]
     asked = server.client.post(
         "/v1/sessions?wait=true",
         content=json.dumps({"agent": "stored", "prompt": "what time is it in UTC"}),

@@ -168,7 +168,7 @@ def test_a_stored_agent_names_its_openapi_document_by_url(
     }
     stored = server.client.put("/v1/agents/storedpets", headers=owner("root"), content=json.dumps(body))
     assert stored.status_code in (200, 201), stored.text
-    assert GET_PET in stored.json()["tools"]
+    assert GET_PET in server.client.get("/v1/agents/storedpets", headers=owner("root")).json()["tools"]
     found = _session(server, "PET-42", agent="storedpets", headers=owner("alice"))
     assert _results(server, found, owner("alice"))[0]["content"]["name"] == "Rex"
     box = _toolbox(upstream)

@@ -83,12 +83,21 @@ def test_stored_agents_are_checked_for_parameters_and_bindings(tmp_path, llm_ser
     base = {"apiKeyId": "k", "flavor": "OpenAIv1", "modelUrl": "http://127.0.0.1:9/v1", "modelName": "m",
             "announce": "a", "systemPrompt": [], "toolDirectory": "tools", "files": {"tools/t": tool}}
     secret = [{"name": "s", "scope": "session", "secret": True}]
+    # bindings fit the tools' arguments, known once the agent is loaded: storing runs no describe
+    for slug, extra, text in (
+        ("secretarg", {"parameters": secret, "bashToolboxes": [{"tag": "SingleTool", "contents": {
+            "Path": "tools/t", "Bindings": [{"arg": "a", "value": {"tag": "Param", "contents": "s"}}]}}]},
+         "a secret must use"),
+        ("nope", {"bindings": [{"arg": "nope", "value": {"tag": "Literal", "contents": 1}}]},
+         "no tool matching '*' has an argument nope"),
+    ):
+        body = {**base, **extra}
+        if "bashToolboxes" in extra:
+            body.pop("toolDirectory")
+        assert server.client.put(f"/v1/agents/{slug}", headers=root, content=json.dumps(body)).status_code == 201
+        error = refused(server, "GET", f"/v1/agents/{slug}", 400, "agent_failed_to_load", headers=root)
+        assert text in error["message"], error
     cases = [
-        ({"parameters": secret, "bashToolboxes": [{"tag": "SingleTool", "contents": {"Path": "tools/t", "Bindings": [
-            {"arg": "a", "value": {"tag": "Param", "contents": "s"}}]}}], "toolDirectory": None},
-         400, "agent_failed_to_load", "a secret must use"),
-        ({"bindings": [{"arg": "nope", "value": {"tag": "Literal", "contents": 1}}]},
-         400, "agent_failed_to_load", "no tool matching '*' has an argument nope"),
         ({"parameters": [{"name": "p"}]}, 400, "agent_failed_to_load", "parameter p is required and has no value"),
         ({"parameters": [{"name": "p", "default": {"tag": "FileSystem", "contents": "/etc/passwd"}}]},
          400, "agent_invalid_paths", "is absolute"),

@@ -98,14 +98,16 @@ def test_a_stored_agent_runs_its_own_bash_tool_and_edits_apply_at_once(setup: tu
     assert created.status_code == 201, created.text
     descriptor = created.json()
     assert descriptor["slug"] == "shouter" and descriptor["source"] == "database"
-    assert descriptor["tools"] == ["bash_shout"] and descriptor["description"] == "shouts what it is given"
+    # storing runs nothing, so the answer lists no tools; loading the agent lists them
+    assert descriptor["tools"] == [] and descriptor["description"] == "shouts what it is given"
     assert descriptor["config"] == {**body, "slug": "shouter"}
     assert descriptor["updated_by"] == "root" and descriptor["updated_at"].endswith("Z")
     # every owner sees both kinds
     listed = server.client.get("/v1/agents", headers=owner("alice")).json()
     assert [(a["slug"], a["source"]) for a in listed] == [("plain", "file"), ("shouter", "database")]
     assert "config" not in listed[0]
-    assert server.client.get("/v1/agents/shouter", headers=owner("bob")).json() == descriptor
+    loaded = server.client.get("/v1/agents/shouter", headers=owner("bob")).json()
+    assert loaded == {**descriptor, "tools": ["bash_shout"]}
 
     first = _run(server, "shouter")
     assert _tool_output(first) == "v1:HELLO THERE"
@@ -223,11 +225,11 @@ def test_every_refusal_leaves_the_stored_agents_alone(setup: tuple[Server, MockL
         {"systemPrompt": "not a list"},
         {"toolDirectory": "missing"},
         {"bashToolboxes": [{"tag": "SingleTool", "contents": {"Path": "tools/nothing"}}]},
-        {"files": {"tools/shout": "#!/bin/sh\necho broken >&2\nexit 3\n"}},
-        {"files": {"tools/shout": "#!/bin/sh\necho not json\n"}},
-        {"mcpServers": [{"tag": "McpSimpleBinary", "contents": {"name": "x", "executable": "x", "args": []}}]},
     ):
         put_refused(400, "agent_failed_to_load", {**good, **change})
+    # a process the server would start (docs/agents.md §9)
+    mcp = {"tag": "McpSimpleBinary", "contents": {"name": "x", "executable": "x", "args": []}}
+    put_refused(400, "agent_runs_commands", {**good, "mcpServers": [mcp]})
     put_refused(400, "agent_failed_to_load", {"slug": "new"} | {"files": {}}, slug="new")
     # helpers must be stored agents (not file agents)
     put_refused(400, "unknown_helper", {**good, "extraAgents": [{"slug": "ghost"}]})

@@ -74,6 +74,12 @@ def _apply_tool_env_flag(args: argparse.Namespace) -> None:
         os.environ["AGENTS_TOOL_ENV"] = args.tool_env
 
 
+def _apply_stored_commands_flag(args: argparse.Namespace) -> None:
+    """``--allow-stored-commands`` into ``AGENTS_ALLOW_STORED_COMMANDS`` (docs/cli.md)."""
+    if args.allow_stored_commands:
+        os.environ["AGENTS_ALLOW_STORED_COMMANDS"] = "true"
+
+
 def _auth_config_or_exit() -> Any:
     """Check the authentication flags together (docs/api.md §10.9); exit 2 naming the problem."""
     from django.conf import settings
@@ -103,6 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
     _apply_isolation_flag(args, "serve")
     _apply_tool_env_flag(args)
+    _apply_stored_commands_flag(args)
     if args.no_ui:
         os.environ["AGENTS_NO_UI"] = "true"
     # the default allowed hosts follow the bound address
@@ -168,6 +175,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         os.environ["AGENTS_STREAM_TOKENS"] = "true"
     _apply_isolation_flag(args, "worker")
     _apply_tool_env_flag(args)
+    _apply_stored_commands_flag(args)
     setup_django("worker")
     from django.conf import settings
 
@@ -295,6 +303,16 @@ def _add_tool_env_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_stored_commands_flag(parser: argparse.ArgumentParser) -> None:
+    """``--allow-stored-commands``, read by :func:`_apply_stored_commands_flag` (``serve`` and ``worker``)."""
+    parser.add_argument(
+        "--allow-stored-commands",
+        action="store_true",
+        help="let stored agents name MCP executables, Command and EnvVar sources and ${VAR} (they run with this"
+        " server's rights when the agent is loaded); env AGENTS_ALLOW_STORED_COMMANDS=true",
+    )
+
+
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     """Add ``serve``, ``worker``, ``mcp-server`` and ``mock-llm`` to the subparsers ``sub``; ``parent``
     holds the global options."""
@@ -307,6 +325,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     serve.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     _add_isolation_flag(serve)
     _add_tool_env_flag(serve)
+    _add_stored_commands_flag(serve)
     serve.add_argument(
         "--shutdown-grace",
         type=float,
@@ -376,6 +395,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     worker.add_argument("--stream-tokens", action="store_true", help="env AGENTS_STREAM_TOKENS=true")
     _add_isolation_flag(worker)
     _add_tool_env_flag(worker)
+    _add_stored_commands_flag(worker)
     worker.set_defaults(func=cmd_worker)
 
     mcp = sub.add_parser("mcp-server", parents=[parent], help="serve the agent files as MCP tools over stdio")

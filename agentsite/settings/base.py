@@ -132,6 +132,8 @@ AGENTS = {
     # --tool-env: clean (no server configuration) or strict (an allow-list) tool environments
     # (docs/tools.md, "Tool environments")
     "TOOL_ENV": parse_mode(env.str("AGENTS_TOOL_ENV", default=DEFAULT_MODE)),
+    # Stored agents may name MCP executables, Command and EnvVar sources, ${VAR} (docs/agents.md §9).
+    "ALLOW_STORED_COMMANDS": env.bool("AGENTS_ALLOW_STORED_COMMANDS", default=False),
     # Seconds an MCP server may take to start and list its tools before the agent fails to load.
     "MCP_DISCOVERY_TIMEOUT": env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=30.0),
     # Where skill repositories (SkillGitRepo) are cloned; empty: ~/.cache/agents-server/skills.
