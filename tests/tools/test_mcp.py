@@ -13,6 +13,7 @@ import pytest
 
 from tests.harness import ROOT
 from tests.tools.conftest import make_agent, make_ctx, wait_gone
+from tools_app.mcp.client import MAX_LIST_PAGES
 from tools_app.mcp.config import HttpServer, McpConfigError, StdioServer, parse_server
 from tools_app.mcp.manager import get_manager
 from tools_app.mcp.results import convert_result
@@ -21,6 +22,7 @@ from tools_app.names import is_valid_tool_name
 from tools_app.toolset import ToolBuildError, build_toolset
 
 DEMO = ROOT / "tests" / "mcp_demo_server.py"
+SCRIPTS = Path(__file__).parent / "scripts"
 LITERAL_S = {"tag": "Literal", "contents": "s"}
 PARAM_TOK = {"tag": "Param", "contents": "tok"}
 
@@ -208,3 +210,27 @@ def test_shutdown_stops_every_server(tmp_path):
     started = time.monotonic()
     get_manager().shutdown()
     assert wait_gone(pid) and time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("mode", "message", "pages"),
+    [
+        ("same", "tools/list answered the cursor 'again' again after 2 pages (a cursor loop)", 2),
+        ("new", f"tools/list had more than {MAX_LIST_PAGES} pages", MAX_LIST_PAGES),
+    ],
+)
+def test_a_listing_that_never_ends_stops_discovery_naming_the_server(tmp_path, mode, message, pages):
+    asked = tmp_path / "pages"
+    entry = {
+        "tag": "McpSimpleBinary",
+        "contents": {
+            "name": "pager",
+            "executable": sys.executable,
+            "args": [str(SCRIPTS / "mcp_pages.py"), mode],
+            "env": {"MCP_PAGES_FILE": {"tag": "Literal", "contents": str(asked)}},
+        },
+    }
+    with pytest.raises(ToolBuildError) as error:
+        build_toolset(make_agent(tmp_path, slug=f"mcp-pages-{mode}", mcpServers=[entry]))
+    assert error.value.problems == [f"mcpServers[0]: pager: tool discovery stopped: {message}"]
+    assert len(asked.read_text().split()) == pages

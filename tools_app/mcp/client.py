@@ -2,8 +2,9 @@
 
 :class:`McpConnection` starts its server (a child process over stdio, or a streamable HTTP
 endpoint), runs ``initialize`` (which sends ``notifications/initialized``) and lists the tools,
-following ``nextCursor``. It lists them again on ``notifications/tools/list_changed`` (and every
-30 s when the server does not promise to send it), counting each new list in ``generation``.
+following ``nextCursor`` (bounded: docs/tools.md §13.1). It lists them again on
+``notifications/tools/list_changed`` (and every 30 s when the server does not promise to send
+it), counting each new list in ``generation``.
 
 A server that goes away (its process exits, its stdout closes, the HTTP transport fails) marks
 the connection dead: calls in flight fail, and the next call starts the server again. Every
@@ -35,6 +36,11 @@ CLIENT_INFO = types.Implementation(name="agents-server-mcp-client", version="0.1
 STOP_SECONDS = 10.0
 #: Seconds between two listings of a server that does not announce changes of its tool list.
 POLL_SECONDS = 30.0
+#: Most ``tools/list`` pages one listing follows; a server with more is refused, as is one that
+#: answers a cursor it answered before (docs/tools.md §13.1).
+MAX_LIST_PAGES = 100
+#: Characters of a server's cursor quoted in a message (the server chooses its length).
+_CURSOR_SHOWN = 40
 
 #: What the SDK's HTTP transport (and its server) say when a server no longer knows a session.
 _SESSION_LOST = ("Session not found", "Session terminated")
@@ -44,6 +50,11 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 class McpStartError(Exception):
     """The server could not be started, or did not list its tools in time; the message says which."""
+
+
+class McpDiscoveryError(McpStartError):
+    """``tools/list`` did not end: a ``nextCursor`` answered again, or more than
+    :data:`MAX_LIST_PAGES` pages. The message names the server and says which."""
 
 
 class McpGone(Exception):
@@ -132,6 +143,8 @@ class McpConnection:
             return self._session
         await self._close()
         name = self.config.name
+        if failure and isinstance(_first(failure[0]), McpDiscoveryError):
+            raise _first(failure[0])
         if failure:
             raise McpStartError(f"{name}: Failed to initialize MCP server: {_describe_error(failure[0])}")
         raise McpStartError(f"{name}: Timeout waiting for MCP server tool discovery ({timeout:g}s)")
@@ -193,11 +206,15 @@ class McpConnection:
             self._relist = anyio.Event()
             try:
                 await self._list_tools(session)
-            except MCPError as error:
-                log.warning(
-                    "mcp tools not listed",
-                    extra={"kind": "mcp.list_failed", **self.config.describe(), "error": _describe_error(error)},
-                )
+            except (MCPError, McpDiscoveryError) as error:
+                self._list_failed(error)
+
+    def _list_failed(self, error: Exception) -> None:
+        """Log a listing after the first that failed; the tools as last listed stay."""
+        log.warning(
+            "mcp tools not listed",
+            extra={"kind": "mcp.list_failed", **self.config.describe(), "error": _describe_error(error)},
+        )
 
     async def _list_tools(self, session: ClientSession) -> None:
         if self._list_lock is None:
@@ -206,15 +223,33 @@ class McpConnection:
             await self._list_tools_now(session)
 
     async def _list_tools_now(self, session: ClientSession) -> None:
+        """List every page of the server's tools and keep them when they changed.
+
+        Raises:
+            McpDiscoveryError: a cursor answered twice, or more than :data:`MAX_LIST_PAGES` pages;
+                the tools as last listed stay.
+            MCPError: the server refused a page.
+        """
         tools: list[types.Tool] = []
         cursor: str | None = None
-        while True:
+        cursors: set[str] = set()
+        name = self.config.name
+        for pages in range(1, MAX_LIST_PAGES + 1):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break
+            if cursor in cursors:
+                shown = cursor if len(cursor) <= _CURSOR_SHOWN else cursor[:_CURSOR_SHOWN] + "..."
+                raise McpDiscoveryError(
+                    f"{name}: tool discovery stopped: tools/list answered the cursor {shown!r} again"
+                    f" after {pages} pages (a cursor loop)"
+                )
+            cursors.add(cursor)
+        else:
+            raise McpDiscoveryError(f"{name}: tool discovery stopped: tools/list had more than {MAX_LIST_PAGES} pages")
         if [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools] or not self.generation:
             self.tools = tools
             self.generation += 1
@@ -266,7 +301,10 @@ class McpConnection:
         with anyio.move_on_after(POLL_SECONDS):
             if self._relist is not None and self._relist.is_set():
                 self._relist = anyio.Event()
-                await self._list_tools(session)
+                try:
+                    await self._list_tools(session)
+                except McpDiscoveryError as error:
+                    self._list_failed(error)
             elif self._list_lock is not None and self._list_lock.locked():
                 # the relisting task took the notification first: wait for its new list
                 async with self._list_lock:
@@ -319,10 +357,16 @@ def _connection_closed(error: MCPError) -> bool:
     return error.error.code == types.CONNECTION_CLOSED and error.error.message.startswith(_SDK_CLOSED_MESSAGES)
 
 
-def _describe_error(error: BaseException) -> str:
-    """A one-line account of an error, the first of a group's."""
+def _first(error: BaseException) -> BaseException:
+    """The first error of a group (of a group...), or ``error`` itself."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
+    return error
+
+
+def _describe_error(error: BaseException) -> str:
+    """A one-line account of an error, the first of a group's."""
+    error = _first(error)
     if isinstance(error, MCPError):
         return f"{error.error.message} (code {error.error.code})"
     text = str(error)
