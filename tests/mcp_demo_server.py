@@ -8,8 +8,9 @@ outlives its server or worker.
 Tools: ``files.read`` (a dotted name), ``echo``, ``add_tool`` (adds ``late_tool`` and announces the
 change with ``notifications/tools/list_changed``), ``slow`` (reports progress before answering),
 ``picture`` (an image part and a text part), ``fail`` (``isError: true``), ``refuse`` (a JSON-RPC
-error with code -32000, a server's own error code) and ``crash`` (the server exits without
-answering). ``echo`` answers ``<text> (pid <pid>)``.
+error with code -32000, a server's own error code), ``crash`` (the server exits without
+answering), ``hang`` (blocks the whole server: it answers nothing any more) and ``wait`` (never
+answers, but a cancellation ends it). ``echo`` answers ``<text> (pid <pid>)``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import base64
 import os
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -52,6 +54,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         _tool("fail", "always fails"),
         _tool("refuse", "answers a JSON-RPC error"),
         _tool("crash", "exits without answering"),
+        _tool("hang", "never answers, nor anything else: it blocks the server"),
+        _tool("wait", "never answers, until the call is cancelled"),
     ]
     if state["late"]:
         tools.append(_tool("late_tool", "appeared at run time"))
@@ -89,6 +93,10 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "crash":
         sys.stderr.flush()
         os._exit(3)
+    if name == "hang":
+        time.sleep(3600)  # blocks the event loop: no ping, no cancellation is answered
+    if name == "wait":
+        await anyio.sleep_forever()  # notifications/cancelled interrupts it
     if name == "late_tool" and state["late"]:
         return _text("late tool answered")
     raise ValueError(f"unknown tool {name}")

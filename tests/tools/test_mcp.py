@@ -7,13 +7,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
 
 from tests.harness import ROOT
 from tests.tools.conftest import make_agent, make_ctx, wait_gone
-from tools_app.mcp.client import MAX_LIST_PAGES
+from tools_app.mcp.client import CANCEL_GRACE_SECONDS, MAX_LIST_PAGES
 from tools_app.mcp.config import HttpServer, McpConfigError, StdioServer, parse_server
 from tools_app.mcp.manager import get_manager
 from tools_app.mcp.results import convert_result
@@ -234,3 +235,45 @@ def test_a_listing_that_never_ends_stops_discovery_naming_the_server(tmp_path, m
         build_toolset(make_agent(tmp_path, slug=f"mcp-pages-{mode}", mcpServers=[entry]))
     assert error.value.problems == [f"mcpServers[0]: pager: tool discovery stopped: {message}"]
     assert len(asked.read_text().split()) == pages
+
+
+def test_an_abandoned_call_keeps_a_server_that_answers_and_replaces_one_that_hangs(tmp_path):
+    pid_file = tmp_path / "pids"
+    started = time.monotonic()
+    toolset = build_toolset(
+        make_agent(tmp_path, slug="mcp-hang", mcpServers=[demo_entry(DEMO_MCP_PID_FILE=str(pid_file))])
+    )
+    [first] = pids(pid_file)
+    assert toolset.get("mcp_demo_echo").call({"text": "one"}, make_ctx()).response == f"one (pid {first})"
+    own_time = time.monotonic() - started  # a start, a listing and a call, on this machine now
+
+    # a call the server gives up on when told it was cancelled: the server answers the ping, stays
+    waited = toolset.get("mcp_demo_wait").call({}, make_ctx(timeout=1))
+    assert waited.is_error and "timed out after 1s" in waited.response
+    began = time.monotonic()
+    assert toolset.get("mcp_demo_echo").call({"text": "kept"}, make_ctx()).response == f"kept (pid {first})"
+    assert time.monotonic() - began < CANCEL_GRACE_SECONDS
+
+    held: dict[str, Any] = {}
+
+    def other_session() -> None:
+        began = time.monotonic()
+        held["result"] = toolset.get("mcp_demo_echo").call({"text": "queued"}, make_ctx(timeout=60))
+        held["seconds"] = time.monotonic() - began
+
+    # a call that blocks the whole server: no ping answered, the process goes
+    other = threading.Timer(0.5, other_session)  # in flight behind the hang when it times out
+    other.start()
+    hung = toolset.get("mcp_demo_hang").call({}, make_ctx(timeout=2))
+    assert hung.is_error and "timed out after 2s" in hung.response
+    began = time.monotonic()
+    after = toolset.get("mcp_demo_echo").call({"text": "next"}, make_ctx(timeout=60))
+    seconds = time.monotonic() - began
+    other.join(60)
+    second = pids(pid_file)[-1]
+    assert second != first and after.response == f"next (pid {second})"
+    assert seconds < CANCEL_GRACE_SECONDS + 2 * own_time + 1, (seconds, own_time)
+    assert wait_gone(first, 10)
+    # the other session's call is not held to its own 60 s: it fails when the hung server goes
+    assert "stopped during the call" in held["result"].response
+    assert held["seconds"] < 1.5 + CANCEL_GRACE_SECONDS + 2 * own_time, (held["seconds"], own_time)

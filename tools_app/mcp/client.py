@@ -7,7 +7,11 @@ following ``nextCursor`` (bounded: docs/tools.md §13.1). It lists them again on
 it), counting each new list in ``generation``.
 
 A server that goes away (its process exits, its stdout closes, the HTTP transport fails) marks
-the connection dead: calls in flight fail, and the next call starts the server again. Every
+the connection dead: calls in flight fail, and the next call starts the server again. So does a
+server that does not answer a ping within :data:`CANCEL_GRACE_SECONDS` after a call to it was
+abandoned (timed out or cancelled, which the SDK tells it with ``notifications/cancelled``): its
+session is retired (a stdio server's stdin closed, then SIGTERM and SIGKILL, an HTTP session
+ended) while the next call starts a new one (docs/tools.md §13.2). Every
 coroutine here runs on the manager's loop; nothing here blocks.
 """
 
@@ -41,6 +45,9 @@ POLL_SECONDS = 30.0
 MAX_LIST_PAGES = 100
 #: Characters of a server's cursor quoted in a message (the server chooses its length).
 _CURSOR_SHOWN = 40
+#: Seconds a server has to answer a ping after a call to it was abandoned before its session is
+#: retired, its process stopped, and the next call starts it again (docs/tools.md §13.2).
+CANCEL_GRACE_SECONDS = 3.0
 
 #: What the SDK's HTTP transport (and its server) say when a server no longer knows a session.
 _SESSION_LOST = ("Session not found", "Session terminated")
@@ -99,6 +106,12 @@ class McpConnection:
         # held while the tools are listed, so that a call's result can wait for a listing that
         # its own change notification started
         self._list_lock: anyio.Lock | None = None
+        # set once the ping after an abandoned call is answered or the session retired: a call
+        # waits for it rather than queue behind a server that may be wedged
+        self._probe: anyio.Event | None = None
+        # the probes, and the runners of retired sessions still stopping their server: stop()
+        # waits for them
+        self._retired: set[asyncio.Task[None]] = set()
 
     @property
     def alive(self) -> bool:
@@ -116,6 +129,8 @@ class McpConnection:
         """
         if self._start_lock is None:
             self._start_lock = anyio.Lock()
+        if self._probe is not None:
+            await self._probe.wait()
         async with self._start_lock:
             if self.alive:
                 assert self._session is not None
@@ -173,8 +188,11 @@ class McpConnection:
         except Exception as error:
             failure.append(error)
         finally:
-            was_up = self._session is not None
-            self._session = None
+            # a retired session's runner ends after the next session started: leave that one be
+            current = self._done is done
+            was_up = current and self._session is not None
+            if current:
+                self._session = None
             done.set()
             ready.set()
         if was_up and not self._stopping:
@@ -276,21 +294,31 @@ class McpConnection:
         """
         for attempt in (1, 2):
             session = await self.ensure_started(timeout)
+            done = self._done
             try:
-                result = await session.call_tool(name, arguments, progress_callback=progress)
+                pending = asyncio.ensure_future(session.call_tool(name, arguments, progress_callback=progress))
+                pending.add_done_callback(_retrieve)
+                try:
+                    # shielded, so that an abandoned call (timed out, cancelled) starts its probe
+                    # at once, before a later call can reach the session
+                    result = await asyncio.shield(pending)
+                except asyncio.CancelledError:
+                    self._abandoned(session, done)
+                    pending.cancel()  # the SDK tells the server: notifications/cancelled
+                    raise
                 await self._take_in_changes(session)
                 return result
             except MCPError as error:
                 if attempt == 1 and _session_lost(error):
                     # an HTTP server that restarted forgot our session and ran nothing: a new one
-                    self._mark_gone()
+                    self._mark_gone(done)
                     continue
                 if _connection_closed(error) or not self.alive:
-                    self._mark_gone()
+                    self._mark_gone(done)
                     raise McpGone(error.error.message) from error
                 raise
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as error:
-                self._mark_gone()
+                self._mark_gone(done)
                 raise McpGone(_describe_error(error)) from error
         raise AssertionError("unreachable: the second attempt returns or raises")
 
@@ -310,10 +338,59 @@ class McpConnection:
                 async with self._list_lock:
                     pass
 
-    def _mark_gone(self) -> None:
-        """Consider the server gone: the session ends, and the next call starts it again."""
-        if self._done is not None:
-            self._done.set()
+    def _mark_gone(self, done: anyio.Event | None) -> None:
+        """Consider the server of the session that ``done`` ends gone: the session ends, and the
+        next call starts it again."""
+        if done is not None:
+            done.set()
+
+    def _abandoned(self, session: ClientSession, done: anyio.Event | None) -> None:
+        """A call on ``session`` was abandoned: ping the server in the background (one probe at a
+        time), and calls wait for the verdict (:meth:`_probe_session`)."""
+        if done is None or done.is_set() or (self._probe is not None and not self._probe.is_set()):
+            return
+        probe = self._probe = anyio.Event()
+        task = asyncio.get_running_loop().create_task(self._probe_session(session, done, probe))
+        self._retired.add(task)
+        task.add_done_callback(self._retired.discard)
+
+    async def _probe_session(self, session: ClientSession, done: anyio.Event, probe: anyio.Event) -> None:
+        """Keep the session when the server answers a ping (even with an error) within
+        :data:`CANCEL_GRACE_SECONDS`; else retire it, so that no call queues behind it."""
+        answered = False
+        try:
+            with anyio.move_on_after(CANCEL_GRACE_SECONDS):
+                try:
+                    await session.send_ping()
+                    answered = True
+                except MCPError as error:
+                    answered = not _connection_closed(error)
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    answered = False
+            if not answered and not done.is_set():
+                log.warning(
+                    "mcp server unresponsive",
+                    extra={
+                        "kind": "mcp.server_unresponsive",
+                        **self.config.describe(),
+                        "grace_seconds": CANCEL_GRACE_SECONDS,
+                    },
+                )
+                self._retire(done)
+        finally:
+            probe.set()
+
+    def _retire(self, done: anyio.Event) -> None:
+        """End the session of ``done`` without waiting for its server to stop: its runner stops it
+        in the background, and the next call starts a new one at once."""
+        if self._done is not done or self._runner is None:
+            done.set()
+            return
+        runner, self._runner = self._runner, None
+        self._session = None
+        self._retired.add(runner)
+        runner.add_done_callback(self._retired.discard)
+        done.set()
 
     async def stop(self) -> None:
         """Stop the session and its server (a stdio server: stdin closed, then its process group killed)."""
@@ -321,6 +398,10 @@ class McpConnection:
             self._start_lock = anyio.Lock()
         async with self._start_lock:
             await self._close()
+            retired = list(self._retired)
+            if retired:
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait(retired, timeout=STOP_SECONDS)
 
     async def _close(self) -> None:
         """End the runner task: let it leave its transport (which stops the server), or cancel it
@@ -355,6 +436,12 @@ def _connection_closed(error: MCPError) -> bool:
     the codes JSON-RPC leaves to servers, which answer it for their own errors (a live server
     refusing a call); only the SDK's own messages tell the two apart."""
     return error.error.code == types.CONNECTION_CLOSED and error.error.message.startswith(_SDK_CLOSED_MESSAGES)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Take an abandoned call's outcome, which its caller no longer awaits."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _first(error: BaseException) -> BaseException:
