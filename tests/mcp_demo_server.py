@@ -9,7 +9,8 @@ Tools: ``files.read`` (a dotted name), ``echo``, ``add_tool`` (adds ``late_tool`
 change with ``notifications/tools/list_changed``), ``slow`` (reports progress before answering),
 ``picture`` (an image part and a text part), ``fail`` (``isError: true``), ``refuse`` (a JSON-RPC
 error with code -32000, a server's own error code), ``crash`` (the server exits without
-answering), ``hang`` (blocks the whole server: it answers nothing any more) and ``wait`` (never
+answering), ``hang`` (blocks the whole server: it answers nothing any more; over HTTP it wedges its
+session alone, see :class:`WedgingApp`) and ``wait`` (never
 answers, but a cancellation ends it). ``echo`` answers ``<text> (pid <pid>)``.
 """
 
@@ -132,8 +133,49 @@ def main() -> None:
         return
     import uvicorn
 
-    app = server.streamable_http_app()
-    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+    uvicorn.run(WedgingApp(server.streamable_http_app()), host="127.0.0.1", port=args.http, log_level="warning")
+
+
+class WedgingApp:
+    """The HTTP app, where a ``hang`` call wedges its session alone: neither it nor any later
+    POST of that session is answered (its ``DELETE`` is), while other sessions work. Each new
+    session's id is appended to the file named by ``DEMO_MCP_SESSIONS_FILE``, when set."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.wedged: set[str] = set()
+        self.seen: set[str] = set()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        session = dict(scope["headers"]).get(b"mcp-session-id", b"").decode()
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if session and session not in self.seen:
+            self.seen.add(session)
+            sessions_file = os.environ.get("DEMO_MCP_SESSIONS_FILE")
+            if sessions_file:
+                with open(sessions_file, "a") as out:
+                    out.write(f"{session}\n")
+        if session in self.wedged or (b'"tools/call"' in body and b'"name":"hang"' in body.replace(b" ", b"")):
+            self.wedged.add(session)
+            await anyio.sleep_forever()
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 if __name__ == "__main__":

@@ -3,16 +3,18 @@ the test suite's MCP server (tests/mcp_demo_server.py) as a real child process."
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 
-from tests.harness import ROOT
+from tests.harness import ROOT, free_port, wait_until
 from tests.tools.conftest import make_agent, make_ctx, wait_gone
 from tools_app.mcp.client import CANCEL_GRACE_SECONDS, MAX_LIST_PAGES
 from tools_app.mcp.config import HttpServer, McpConfigError, StdioServer, parse_server
@@ -277,3 +279,38 @@ def test_an_abandoned_call_keeps_a_server_that_answers_and_replaces_one_that_han
     # the other session's call is not held to its own 60 s: it fails when the hung server goes
     assert "stopped during the call" in held["result"].response
     assert held["seconds"] < 1.5 + CANCEL_GRACE_SECONDS + 2 * own_time, (held["seconds"], own_time)
+
+
+@pytest.mark.integration
+def test_an_http_session_that_hangs_is_dropped_and_a_new_one_opened(tmp_path):
+    port = free_port()
+    sessions = tmp_path / "sessions"
+    env = {"DEMO_MCP_SESSIONS_FILE": str(sessions), "PATH": "/usr/bin:/bin"}
+    process = subprocess.Popen([sys.executable, str(DEMO), "--http", str(port)], env=env)
+    try:
+
+        def listening() -> bool:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+            except httpx.TransportError:
+                return False
+            return True
+
+        wait_until(listening)
+        entry = {"tag": "McpStreamableHttp", "contents": {"name": "demo", "url": f"http://127.0.0.1:{port}/mcp"}}
+        started = time.monotonic()
+        toolset = build_toolset(make_agent(tmp_path, slug="mcp-http-hang", mcpServers=[entry]))
+        assert toolset.get("mcp_demo_echo").call({"text": "one"}, make_ctx()).response.startswith("one (pid ")
+        own_time = time.monotonic() - started
+        [first] = sessions.read_text().split()
+        hung = toolset.get("mcp_demo_hang").call({}, make_ctx(timeout=2))
+        assert hung.is_error and "timed out after 2s" in hung.response
+        began = time.monotonic()
+        after = toolset.get("mcp_demo_echo").call({"text": "next"}, make_ctx(timeout=30))
+        seconds = time.monotonic() - began
+        assert after.response == f"next (pid {process.pid})"
+        assert seconds < CANCEL_GRACE_SECONDS + 2 * own_time + 1, (seconds, own_time)
+        assert sessions.read_text().split()[0] == first and len(sessions.read_text().split()) == 2
+    finally:
+        process.kill()
+        process.wait()

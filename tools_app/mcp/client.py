@@ -110,8 +110,8 @@ class McpConnection:
         # waits for it rather than queue behind a server that may be wedged
         self._probe: anyio.Event | None = None
         # the probes, and the runners of retired sessions still stopping their server: stop()
-        # waits for them
-        self._retired: set[asyncio.Task[None]] = set()
+        # waits for them, and holding them keeps them from being collected
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def alive(self) -> bool:
@@ -351,22 +351,22 @@ class McpConnection:
             return
         probe = self._probe = anyio.Event()
         task = asyncio.get_running_loop().create_task(self._probe_session(session, done, probe))
-        self._retired.add(task)
-        task.add_done_callback(self._retired.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _probe_session(self, session: ClientSession, done: anyio.Event, probe: anyio.Event) -> None:
         """Keep the session when the server answers a ping (even with an error) within
         :data:`CANCEL_GRACE_SECONDS`; else retire it, so that no call queues behind it."""
-        answered = False
         try:
-            with anyio.move_on_after(CANCEL_GRACE_SECONDS):
-                try:
-                    await session.send_ping()
-                    answered = True
-                except MCPError as error:
-                    answered = not _connection_closed(error)
-                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    answered = False
+            # a task of its own: an unanswered ping's courtesy cancel (which the SDK writes
+            # shielded, for up to 5 s on a wedged HTTP session) must not delay the verdict
+            ping = asyncio.ensure_future(session.send_ping())
+            ping.add_done_callback(_retrieve)
+            self._background.add(ping)
+            ping.add_done_callback(self._background.discard)
+            await asyncio.wait([ping], timeout=CANCEL_GRACE_SECONDS)
+            answered = _answered(ping)
+            ping.cancel()
             if not answered and not done.is_set():
                 log.warning(
                     "mcp server unresponsive",
@@ -388,17 +388,18 @@ class McpConnection:
             return
         runner, self._runner = self._runner, None
         self._session = None
-        self._retired.add(runner)
-        runner.add_done_callback(self._retired.discard)
+        self._background.add(runner)
+        runner.add_done_callback(self._background.discard)
         done.set()
 
     async def stop(self) -> None:
-        """Stop the session and its server (a stdio server: stdin closed, then its process group killed)."""
+        """Stop the session and its server (a stdio server: stdin closed, then its process group
+        killed), and wait for retired sessions to have stopped theirs (:data:`STOP_SECONDS` at most)."""
         if self._start_lock is None:
             self._start_lock = anyio.Lock()
         async with self._start_lock:
             await self._close()
-            retired = list(self._retired)
+            retired = list(self._background)
             if retired:
                 with anyio.CancelScope(shield=True):
                     await asyncio.wait(retired, timeout=STOP_SECONDS)
@@ -438,8 +439,20 @@ def _connection_closed(error: MCPError) -> bool:
     return error.error.code == types.CONNECTION_CLOSED and error.error.message.startswith(_SDK_CLOSED_MESSAGES)
 
 
+def _answered(ping: asyncio.Future[Any]) -> bool:
+    """Whether a ping got an answer: a result or a server's error, not the SDK's "connection
+    closed", a transport failure or nothing yet."""
+    if not ping.done() or ping.cancelled():
+        return False
+    error = ping.exception()
+    if error is None:
+        return True
+    return isinstance(error, MCPError) and not _connection_closed(error)
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Take an abandoned call's outcome, which its caller no longer awaits."""
+    """Take a call's outcome, so that an abandoned call's (awaited by no one) is not reported as
+    never retrieved."""
     if not task.cancelled():
         task.exception()
 
