@@ -2,7 +2,7 @@
 
 :class:`McpConnection` starts its server (a child process over stdio, or a streamable HTTP
 endpoint), runs ``initialize`` (which sends ``notifications/initialized``) and lists the tools,
-following ``nextCursor`` (bounded: docs/tools.md §13.1). It lists them again on
+following ``nextCursor`` (bounded: docs/tools.md §15.1). It lists them again on
 ``notifications/tools/list_changed`` (and every 30 s when the server does not promise to send
 it), counting each new list in ``generation``.
 
@@ -11,7 +11,7 @@ the connection dead: calls in flight fail, and the next call starts the server a
 server that does not answer a ping within :data:`CANCEL_GRACE_SECONDS` after a call to it was
 abandoned (timed out or cancelled, which the SDK tells it with ``notifications/cancelled``): its
 session is retired (a stdio server's stdin closed, then SIGTERM and SIGKILL, an HTTP session
-ended) while the next call starts a new one (docs/tools.md §13.2). Every
+ended) while the next call starts a new one (docs/tools.md §15.2). Every
 coroutine here runs on the manager's loop; nothing here blocks.
 """
 
@@ -41,12 +41,12 @@ STOP_SECONDS = 10.0
 #: Seconds between two listings of a server that does not announce changes of its tool list.
 POLL_SECONDS = 30.0
 #: Most ``tools/list`` pages one listing follows; a server with more is refused, as is one that
-#: answers a cursor it answered before (docs/tools.md §13.1).
+#: answers a cursor it answered before (docs/tools.md §15.1).
 MAX_LIST_PAGES = 100
 #: Characters of a server's cursor quoted in a message (the server chooses its length).
 _CURSOR_SHOWN = 40
 #: Seconds a server has to answer a ping after a call to it was abandoned before its session is
-#: retired, its process stopped, and the next call starts it again (docs/tools.md §13.2).
+#: retired, its process stopped, and the next call starts it again (docs/tools.md §15.2).
 CANCEL_GRACE_SECONDS = 3.0
 
 #: What the SDK's HTTP transport (and its server) say when a server no longer knows a session.
