@@ -127,6 +127,12 @@ def test_the_url_check_refuses_what_leaves_the_base(url, reason):
         checked_url("http://h:8080/api", url)
 
 
+def test_a_url_that_cannot_be_parsed_is_refused_without_quoting_it():
+    with pytest.raises(RequestOutsideBase) as refused:
+        checked_url("http://h:abc/api", "http://h:abc/api/x?api_key=s3cret")
+    assert str(refused.value) == "the request URL cannot be parsed"
+
+
 def test_the_url_check_keeps_what_stays_under_the_base():
     assert str(checked_url("http://h:8080/api", "http://h:8080/api")) == "http://h:8080/api"
     kept = checked_url("http://H:8080/api", "http://h:8080/api/items/a%2Fb?q=..")

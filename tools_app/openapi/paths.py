@@ -85,8 +85,9 @@ def checked_url(base_url: str, text: str) -> httpx.URL:
     try:
         base = httpx.URL(base_url)
         url = httpx.URL(text)
-    except httpx.InvalidURL as error:
-        raise RequestOutsideBase(f"the request URL cannot be parsed ({error})") from None
+    except httpx.InvalidURL:
+        # httpx's message may quote a part of the URL, and the query holds the toolbox's secrets
+        raise RequestOutsideBase("the request URL cannot be parsed") from None
     if (url.scheme, url.host, _port(url)) != (base.scheme, base.host, _port(base)):
         raise RequestOutsideBase("the request would go to another scheme, host or port than BaseUrl")
     path = _path_of(url)
