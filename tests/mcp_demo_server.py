@@ -8,8 +8,10 @@ outlives its server or worker.
 Tools: ``files.read`` (a dotted name), ``echo``, ``add_tool`` (adds ``late_tool`` and announces the
 change with ``notifications/tools/list_changed``), ``slow`` (reports progress before answering),
 ``picture`` (an image part and a text part), ``fail`` (``isError: true``), ``refuse`` (a JSON-RPC
-error with code -32000, a server's own error code) and ``crash`` (the server exits without
-answering). ``echo`` answers ``<text> (pid <pid>)``.
+error with code -32000, a server's own error code), ``crash`` (the server exits without
+answering), ``hang`` (blocks the whole server: it answers nothing any more; over HTTP it wedges its
+session alone, see :class:`WedgingApp`) and ``wait`` (never
+answers, but a cancellation ends it). ``echo`` answers ``<text> (pid <pid>)``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import base64
 import os
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -52,6 +55,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         _tool("fail", "always fails"),
         _tool("refuse", "answers a JSON-RPC error"),
         _tool("crash", "exits without answering"),
+        _tool("hang", "never answers, nor anything else: it blocks the server"),
+        _tool("wait", "never answers, until the call is cancelled"),
     ]
     if state["late"]:
         tools.append(_tool("late_tool", "appeared at run time"))
@@ -89,6 +94,10 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "crash":
         sys.stderr.flush()
         os._exit(3)
+    if name == "hang":
+        time.sleep(3600)  # blocks the event loop: no ping, no cancellation is answered
+    if name == "wait":
+        await anyio.sleep_forever()  # notifications/cancelled interrupts it
     if name == "late_tool" and state["late"]:
         return _text("late tool answered")
     raise ValueError(f"unknown tool {name}")
@@ -124,8 +133,49 @@ def main() -> None:
         return
     import uvicorn
 
-    app = server.streamable_http_app()
-    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+    uvicorn.run(WedgingApp(server.streamable_http_app()), host="127.0.0.1", port=args.http, log_level="warning")
+
+
+class WedgingApp:
+    """The HTTP app, where a ``hang`` call wedges its session alone: neither it nor any later
+    POST of that session is answered (its ``DELETE`` is), while other sessions work. Each new
+    session's id is appended to the file named by ``DEMO_MCP_SESSIONS_FILE``, when set."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.wedged: set[str] = set()
+        self.seen: set[str] = set()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        session = dict(scope["headers"]).get(b"mcp-session-id", b"").decode()
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if session and session not in self.seen:
+            self.seen.add(session)
+            sessions_file = os.environ.get("DEMO_MCP_SESSIONS_FILE")
+            if sessions_file:
+                with open(sessions_file, "a") as out:
+                    out.write(f"{session}\n")
+        if session in self.wedged or (b'"tools/call"' in body and b'"name":"hang"' in body.replace(b" ", b"")):
+            self.wedged.add(session)
+            await anyio.sleep_forever()
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 if __name__ == "__main__":

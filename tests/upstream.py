@@ -28,10 +28,12 @@ class Upstream:
 
     Args:
         documents: path -> JSON document answered to ``GET <path>``.
+        redirects: path -> the ``Location`` of a ``302 Found`` answered to any request of it.
     """
 
-    def __init__(self, documents: dict[str, Any]) -> None:
+    def __init__(self, documents: dict[str, Any], redirects: dict[str, str] | None = None) -> None:
         self.documents = documents
+        self.redirects = redirects or {}
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         upstream = self
@@ -47,6 +49,13 @@ class Upstream:
                     upstream.requests.append(
                         Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                     )
+                location = upstream.redirects.get(self.path.split("?", 1)[0])
+                if location is not None:
+                    self.send_response(302)
+                    self.send_header("Location", location)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 status, payload = upstream.route(self.command, self.path, body)
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)

@@ -3,16 +3,20 @@ the test suite's MCP server (tests/mcp_demo_server.py) as a real child process."
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 
-from tests.harness import ROOT
+from tests.harness import ROOT, free_port, wait_until
 from tests.tools.conftest import make_agent, make_ctx, wait_gone
+from tools_app.mcp.client import CANCEL_GRACE_SECONDS, MAX_LIST_PAGES
 from tools_app.mcp.config import HttpServer, McpConfigError, StdioServer, parse_server
 from tools_app.mcp.manager import get_manager
 from tools_app.mcp.results import convert_result
@@ -21,6 +25,7 @@ from tools_app.names import is_valid_tool_name
 from tools_app.toolset import ToolBuildError, build_toolset
 
 DEMO = ROOT / "tests" / "mcp_demo_server.py"
+SCRIPTS = Path(__file__).parent / "scripts"
 LITERAL_S = {"tag": "Literal", "contents": "s"}
 PARAM_TOK = {"tag": "Param", "contents": "tok"}
 
@@ -208,3 +213,104 @@ def test_shutdown_stops_every_server(tmp_path):
     started = time.monotonic()
     get_manager().shutdown()
     assert wait_gone(pid) and time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("mode", "message", "pages"),
+    [
+        ("same", "tools/list answered the cursor 'again' again after 2 pages (a cursor loop)", 2),
+        ("new", f"tools/list had more than {MAX_LIST_PAGES} pages", MAX_LIST_PAGES),
+    ],
+)
+def test_a_listing_that_never_ends_stops_discovery_naming_the_server(tmp_path, mode, message, pages):
+    asked = tmp_path / "pages"
+    entry = {
+        "tag": "McpSimpleBinary",
+        "contents": {
+            "name": "pager",
+            "executable": sys.executable,
+            "args": [str(SCRIPTS / "mcp_pages.py"), mode],
+            "env": {"MCP_PAGES_FILE": {"tag": "Literal", "contents": str(asked)}},
+        },
+    }
+    with pytest.raises(ToolBuildError) as error:
+        build_toolset(make_agent(tmp_path, slug=f"mcp-pages-{mode}", mcpServers=[entry]))
+    assert error.value.problems == [f"mcpServers[0]: pager: tool discovery stopped: {message}"]
+    assert len(asked.read_text().split()) == pages
+
+
+def test_an_abandoned_call_keeps_a_server_that_answers_and_replaces_one_that_hangs(tmp_path):
+    pid_file = tmp_path / "pids"
+    started = time.monotonic()
+    toolset = build_toolset(
+        make_agent(tmp_path, slug="mcp-hang", mcpServers=[demo_entry(DEMO_MCP_PID_FILE=str(pid_file))])
+    )
+    [first] = pids(pid_file)
+    assert toolset.get("mcp_demo_echo").call({"text": "one"}, make_ctx()).response == f"one (pid {first})"
+    own_time = time.monotonic() - started  # a start, a listing and a call, on this machine now
+
+    # a call the server gives up on when told it was cancelled: the server answers the ping, stays
+    waited = toolset.get("mcp_demo_wait").call({}, make_ctx(timeout=1))
+    assert waited.is_error and "timed out after 1s" in waited.response
+    began = time.monotonic()
+    assert toolset.get("mcp_demo_echo").call({"text": "kept"}, make_ctx()).response == f"kept (pid {first})"
+    assert time.monotonic() - began < CANCEL_GRACE_SECONDS
+
+    held: dict[str, Any] = {}
+
+    def other_session() -> None:
+        began = time.monotonic()
+        held["result"] = toolset.get("mcp_demo_echo").call({"text": "queued"}, make_ctx(timeout=60))
+        held["seconds"] = time.monotonic() - began
+
+    # a call that blocks the whole server: no ping answered, the process goes
+    other = threading.Timer(0.5, other_session)  # in flight behind the hang when it times out
+    other.start()
+    hung = toolset.get("mcp_demo_hang").call({}, make_ctx(timeout=2))
+    assert hung.is_error and "timed out after 2s" in hung.response
+    began = time.monotonic()
+    after = toolset.get("mcp_demo_echo").call({"text": "next"}, make_ctx(timeout=60))
+    seconds = time.monotonic() - began
+    other.join(60)
+    second = pids(pid_file)[-1]
+    assert second != first and after.response == f"next (pid {second})"
+    assert seconds < CANCEL_GRACE_SECONDS + 2 * own_time + 1, (seconds, own_time)
+    assert wait_gone(first, 10)
+    # the other session's call is not held to its own 60 s: it fails when the hung server goes
+    assert "stopped during the call" in held["result"].response
+    assert held["seconds"] < 1.5 + CANCEL_GRACE_SECONDS + 2 * own_time, (held["seconds"], own_time)
+
+
+@pytest.mark.integration
+def test_an_http_session_that_hangs_is_dropped_and_a_new_one_opened(tmp_path):
+    port = free_port()
+    sessions = tmp_path / "sessions"
+    env = {"DEMO_MCP_SESSIONS_FILE": str(sessions), "PATH": "/usr/bin:/bin"}
+    process = subprocess.Popen([sys.executable, str(DEMO), "--http", str(port)], env=env)
+    try:
+
+        def listening() -> bool:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+            except httpx.TransportError:
+                return False
+            return True
+
+        wait_until(listening)
+        entry = {"tag": "McpStreamableHttp", "contents": {"name": "demo", "url": f"http://127.0.0.1:{port}/mcp"}}
+        started = time.monotonic()
+        toolset = build_toolset(make_agent(tmp_path, slug="mcp-http-hang", mcpServers=[entry]))
+        assert toolset.get("mcp_demo_echo").call({"text": "one"}, make_ctx()).response.startswith("one (pid ")
+        own_time = time.monotonic() - started
+        [first] = sessions.read_text().split()
+        hung = toolset.get("mcp_demo_hang").call({}, make_ctx(timeout=2))
+        assert hung.is_error and "timed out after 2s" in hung.response
+        began = time.monotonic()
+        after = toolset.get("mcp_demo_echo").call({"text": "next"}, make_ctx(timeout=30))
+        seconds = time.monotonic() - began
+        assert after.response == f"next (pid {process.pid})"
+        assert seconds < CANCEL_GRACE_SECONDS + 2 * own_time + 1, (seconds, own_time)
+        assert sessions.read_text().split()[0] == first and len(sessions.read_text().split()) == 2
+    finally:
+        process.kill()
+        process.wait()

@@ -2,11 +2,16 @@
 
 :class:`McpConnection` starts its server (a child process over stdio, or a streamable HTTP
 endpoint), runs ``initialize`` (which sends ``notifications/initialized``) and lists the tools,
-following ``nextCursor``. It lists them again on ``notifications/tools/list_changed`` (and every
-30 s when the server does not promise to send it), counting each new list in ``generation``.
+following ``nextCursor`` (bounded: docs/tools.md §15.1). It lists them again on
+``notifications/tools/list_changed`` (and every 30 s when the server does not promise to send
+it), counting each new list in ``generation``.
 
 A server that goes away (its process exits, its stdout closes, the HTTP transport fails) marks
-the connection dead: calls in flight fail, and the next call starts the server again. Every
+the connection dead: calls in flight fail, and the next call starts the server again. So does a
+server that does not answer a ping within :data:`CANCEL_GRACE_SECONDS` after a call to it was
+abandoned (timed out or cancelled, which the SDK tells it with ``notifications/cancelled``): its
+session is retired (a stdio server's stdin closed, then SIGTERM and SIGKILL, an HTTP session
+ended) while the next call starts a new one (docs/tools.md §15.2). Every
 coroutine here runs on the manager's loop; nothing here blocks.
 """
 
@@ -37,6 +42,14 @@ CLIENT_INFO = types.Implementation(name="agents-server-mcp-client", version="0.1
 STOP_SECONDS = 10.0
 #: Seconds between two listings of a server that does not announce changes of its tool list.
 POLL_SECONDS = 30.0
+#: Most ``tools/list`` pages one listing follows; a server with more is refused, as is one that
+#: answers a cursor it answered before (docs/tools.md §15.1).
+MAX_LIST_PAGES = 100
+#: Characters of a server's cursor quoted in a message (the server chooses its length).
+_CURSOR_SHOWN = 40
+#: Seconds a server has to answer a ping after a call to it was abandoned before its session is
+#: retired, its process stopped, and the next call starts it again (docs/tools.md §15.2).
+CANCEL_GRACE_SECONDS = 3.0
 
 #: What the SDK's HTTP transport (and its server) say when a server no longer knows a session.
 _SESSION_LOST = ("Session not found", "Session terminated")
@@ -46,6 +59,11 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 class McpStartError(Exception):
     """The server could not be started, or did not list its tools in time; the message says which."""
+
+
+class McpDiscoveryError(McpStartError):
+    """``tools/list`` did not end: a ``nextCursor`` answered again, or more than
+    :data:`MAX_LIST_PAGES` pages. The message names the server and says which."""
 
 
 class McpGone(Exception):
@@ -90,6 +108,12 @@ class McpConnection:
         # held while the tools are listed, so that a call's result can wait for a listing that
         # its own change notification started
         self._list_lock: anyio.Lock | None = None
+        # set once the ping after an abandoned call is answered or the session retired: a call
+        # waits for it rather than queue behind a server that may be wedged
+        self._probe: anyio.Event | None = None
+        # the probes, and the runners of retired sessions still stopping their server: stop()
+        # waits for them, and holding them keeps them from being collected
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def alive(self) -> bool:
@@ -107,6 +131,8 @@ class McpConnection:
         """
         if self._start_lock is None:
             self._start_lock = anyio.Lock()
+        if self._probe is not None:
+            await self._probe.wait()
         async with self._start_lock:
             if self.alive:
                 assert self._session is not None
@@ -134,6 +160,8 @@ class McpConnection:
             return self._session
         await self._close()
         name = self.config.name
+        if failure and isinstance(_first(failure[0]), McpDiscoveryError):
+            raise _first(failure[0])
         if failure:
             raise McpStartError(f"{name}: Failed to initialize MCP server: {_describe_error(failure[0])}")
         raise McpStartError(f"{name}: Timeout waiting for MCP server tool discovery ({timeout:g}s)")
@@ -162,8 +190,11 @@ class McpConnection:
         except Exception as error:
             failure.append(error)
         finally:
-            was_up = self._session is not None
-            self._session = None
+            # a retired session's runner ends after the next session started: leave that one be
+            current = self._done is done
+            was_up = current and self._session is not None
+            if current:
+                self._session = None
             done.set()
             ready.set()
         if was_up and not self._stopping:
@@ -195,11 +226,15 @@ class McpConnection:
             self._relist = anyio.Event()
             try:
                 await self._list_tools(session)
-            except MCPError as error:
-                log.warning(
-                    "mcp tools not listed",
-                    extra={"kind": "mcp.list_failed", **self.config.describe(), "error": _describe_error(error)},
-                )
+            except (MCPError, McpDiscoveryError) as error:
+                self._list_failed(error)
+
+    def _list_failed(self, error: Exception) -> None:
+        """Log a listing after the first that failed; the tools as last listed stay."""
+        log.warning(
+            "mcp tools not listed",
+            extra={"kind": "mcp.list_failed", **self.config.describe(), "error": _describe_error(error)},
+        )
 
     async def _list_tools(self, session: ClientSession) -> None:
         if self._list_lock is None:
@@ -208,15 +243,33 @@ class McpConnection:
             await self._list_tools_now(session)
 
     async def _list_tools_now(self, session: ClientSession) -> None:
+        """List every page of the server's tools and keep them when they changed.
+
+        Raises:
+            McpDiscoveryError: a cursor answered twice, or more than :data:`MAX_LIST_PAGES` pages;
+                the tools as last listed stay.
+            MCPError: the server refused a page.
+        """
         tools: list[types.Tool] = []
         cursor: str | None = None
-        while True:
+        cursors: set[str] = set()
+        name = self.config.name
+        for pages in range(1, MAX_LIST_PAGES + 1):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break
+            if cursor in cursors:
+                shown = cursor if len(cursor) <= _CURSOR_SHOWN else cursor[:_CURSOR_SHOWN] + "..."
+                raise McpDiscoveryError(
+                    f"{name}: tool discovery stopped: tools/list answered the cursor {shown!r} again"
+                    f" after {pages} pages (a cursor loop)"
+                )
+            cursors.add(cursor)
+        else:
+            raise McpDiscoveryError(f"{name}: tool discovery stopped: tools/list had more than {MAX_LIST_PAGES} pages")
         if [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools] or not self.generation:
             self.tools = tools
             self.generation += 1
@@ -243,21 +296,31 @@ class McpConnection:
         """
         for attempt in (1, 2):
             session = await self.ensure_started(timeout)
+            done = self._done
             try:
-                result = await session.call_tool(name, arguments, progress_callback=progress)
+                pending = asyncio.ensure_future(session.call_tool(name, arguments, progress_callback=progress))
+                pending.add_done_callback(_retrieve)
+                try:
+                    # shielded, so that an abandoned call (timed out, cancelled) starts its probe
+                    # at once, before a later call can reach the session
+                    result = await asyncio.shield(pending)
+                except asyncio.CancelledError:
+                    self._abandoned(session, done)
+                    pending.cancel()  # the SDK tells the server: notifications/cancelled
+                    raise
                 await self._take_in_changes(session)
                 return result
             except MCPError as error:
                 if attempt == 1 and _session_lost(error):
                     # an HTTP server that restarted forgot our session and ran nothing: a new one
-                    self._mark_gone()
+                    self._mark_gone(done)
                     continue
                 if _connection_closed(error) or not self.alive:
-                    self._mark_gone()
+                    self._mark_gone(done)
                     raise McpGone(error.error.message) from error
                 raise
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as error:
-                self._mark_gone()
+                self._mark_gone(done)
                 raise McpGone(_describe_error(error)) from error
         raise AssertionError("unreachable: the second attempt returns or raises")
 
@@ -268,23 +331,80 @@ class McpConnection:
         with anyio.move_on_after(POLL_SECONDS):
             if self._relist is not None and self._relist.is_set():
                 self._relist = anyio.Event()
-                await self._list_tools(session)
+                try:
+                    await self._list_tools(session)
+                except McpDiscoveryError as error:
+                    self._list_failed(error)
             elif self._list_lock is not None and self._list_lock.locked():
                 # the relisting task took the notification first: wait for its new list
                 async with self._list_lock:
                     pass
 
-    def _mark_gone(self) -> None:
-        """Consider the server gone: the session ends, and the next call starts it again."""
-        if self._done is not None:
-            self._done.set()
+    def _mark_gone(self, done: anyio.Event | None) -> None:
+        """Consider the server of the session that ``done`` ends gone: the session ends, and the
+        next call starts it again."""
+        if done is not None:
+            done.set()
+
+    def _abandoned(self, session: ClientSession, done: anyio.Event | None) -> None:
+        """A call on ``session`` was abandoned: ping the server in the background (one probe at a
+        time), and calls wait for the verdict (:meth:`_probe_session`)."""
+        if done is None or done.is_set() or (self._probe is not None and not self._probe.is_set()):
+            return
+        probe = self._probe = anyio.Event()
+        task = asyncio.get_running_loop().create_task(self._probe_session(session, done, probe))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _probe_session(self, session: ClientSession, done: anyio.Event, probe: anyio.Event) -> None:
+        """Keep the session when the server answers a ping (even with an error) within
+        :data:`CANCEL_GRACE_SECONDS`; else retire it, so that no call queues behind it."""
+        try:
+            # a task of its own: an unanswered ping's courtesy cancel (which the SDK writes
+            # shielded, for up to 5 s on a wedged HTTP session) must not delay the verdict
+            ping = asyncio.ensure_future(session.send_ping())
+            ping.add_done_callback(_retrieve)
+            self._background.add(ping)
+            ping.add_done_callback(self._background.discard)
+            await asyncio.wait([ping], timeout=CANCEL_GRACE_SECONDS)
+            answered = _answered(ping)
+            ping.cancel()
+            if not answered and not done.is_set():
+                log.warning(
+                    "mcp server unresponsive",
+                    extra={
+                        "kind": "mcp.server_unresponsive",
+                        **self.config.describe(),
+                        "grace_seconds": CANCEL_GRACE_SECONDS,
+                    },
+                )
+                self._retire(done)
+        finally:
+            probe.set()
+
+    def _retire(self, done: anyio.Event) -> None:
+        """End the session of ``done`` without waiting for its server to stop: its runner stops it
+        in the background, and the next call starts a new one at once."""
+        if self._done is not done or self._runner is None:
+            done.set()
+            return
+        runner, self._runner = self._runner, None
+        self._session = None
+        self._background.add(runner)
+        runner.add_done_callback(self._background.discard)
+        done.set()
 
     async def stop(self) -> None:
-        """Stop the session and its server (a stdio server: stdin closed, then its process group killed)."""
+        """Stop the session and its server (a stdio server: stdin closed, then its process group
+        killed), and wait for retired sessions to have stopped theirs (:data:`STOP_SECONDS` at most)."""
         if self._start_lock is None:
             self._start_lock = anyio.Lock()
         async with self._start_lock:
             await self._close()
+            retired = list(self._background)
+            if retired:
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait(retired, timeout=STOP_SECONDS)
 
     async def _close(self) -> None:
         """End the runner task: let it leave its transport (which stops the server), or cancel it
@@ -321,10 +441,34 @@ def _connection_closed(error: MCPError) -> bool:
     return error.error.code == types.CONNECTION_CLOSED and error.error.message.startswith(_SDK_CLOSED_MESSAGES)
 
 
-def _describe_error(error: BaseException) -> str:
-    """A one-line account of an error, the first of a group's."""
+def _answered(ping: asyncio.Future[Any]) -> bool:
+    """Whether a ping got an answer: a result or a server's error, not the SDK's "connection
+    closed", a transport failure or nothing yet."""
+    if not ping.done() or ping.cancelled():
+        return False
+    error = ping.exception()
+    if error is None:
+        return True
+    return isinstance(error, MCPError) and not _connection_closed(error)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Take a call's outcome, so that an abandoned call's (awaited by no one) is not reported as
+    never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _first(error: BaseException) -> BaseException:
+    """The first error of a group (of a group...), or ``error`` itself."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
+    return error
+
+
+def _describe_error(error: BaseException) -> str:
+    """A one-line account of an error, the first of a group's."""
+    error = _first(error)
     if isinstance(error, MCPError):
         return redact_urls(f"{error.error.message} (code {error.error.code})")
     # an HTTP transport's error quotes the server's URL, credentials included

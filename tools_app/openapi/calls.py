@@ -25,6 +25,7 @@ from agentsite.redaction import redact_urls
 
 from ..base import ToolContext, ToolResult
 from .config import HttpToolboxConfig
+from .paths import RequestOutsideBase, checked_url
 
 log = logging.getLogger("tools.http")
 
@@ -115,9 +116,11 @@ def send(
         body: the JSON body, sent when ``has_body``.
     Returns:
         a JSON answer as a ``json`` result, an image, audio, video or PDF as a media result, any
-        other answer as text (``"<status> <reason>"`` when empty); an answer of 400 or more as an
-        error whose text ends with the body exactly as received; a request that failed
-        (connection, timeout) as an error saying so.
+        other answer as text (``"<status> <reason>"`` when empty, a redirect included: none is
+        followed); an answer of 400 or more as an error whose text ends with the body exactly as
+        received; a request that failed (connection, timeout) as an error saying so; a URL that
+        would leave ``BaseUrl`` (:func:`~tools_app.openapi.paths.checked_url`) as an error and no
+        request.
     """
     try:
         auth_headers, auth_query = request_auth(config, ctx)
@@ -127,15 +130,25 @@ def send(
             extra={"kind": "tools.param_unbound", "tool": tool, "param": str(missing)},
         )
         return ToolResult.error(f"Error: tool {tool} is unavailable")
+    try:
+        url = checked_url(config.base_url, config.base_url + path + query_string([*query, *auth_query]))
+    except RequestOutsideBase as refused:
+        log.warning(
+            "http tool request refused",
+            extra={"kind": "tools.http_refused", "tool": tool, "method": method, "reason": str(refused)},
+        )
+        return ToolResult.error(f"Error: {tool}: {refused}; nothing was sent")
     timeout = httpx.Timeout(ctx.timeout or DEFAULT_TIMEOUT, connect=CONNECT_TIMEOUT)
     started = time.monotonic()
     try:
         answer = http_client().request(
             method,
-            config.base_url + path + query_string([*query, *auth_query]),
+            url,
             headers={**(headers or {}), **auth_headers},
             json=body if has_body else None,
             timeout=timeout,
+            # a redirect would carry the token and secrets elsewhere: the answer is the 3xx itself
+            follow_redirects=False,
         )
     except httpx.HTTPError as error:
         log.warning(

@@ -22,6 +22,7 @@ from urllib.parse import quote
 from ..base import Tool, ToolContext, ToolResult
 from .calls import send
 from .config import HttpToolboxConfig
+from .paths import path_parameter_problem
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 BODY_ARGUMENT = "body"
@@ -158,7 +159,12 @@ class OpenApiTool(Tool):
         return self._original
 
     def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Substitute the path parameters, add the query and header ones, send the body."""
+        """Substitute the path parameters, add the query and header ones, send the body.
+
+        A path parameter that is missing, empty or a dot segment in any spelling
+        (:func:`~tools_app.openapi.paths.path_parameter_problem`) is a tool error naming it, and
+        nothing is sent (docs/tools.md §9.3).
+        """
         op = self.operation
         path = op.path
         query: list[tuple[str, str]] = []
@@ -170,7 +176,12 @@ class OpenApiTool(Tool):
                     return ToolResult.error(f"Error: {self.name}: the path parameter {name!r} is required")
                 continue
             if where == "path":
-                path = path.replace("{" + name + "}", quote(argument_text(value), safe=""))
+                text = argument_text(value)
+                problem = path_parameter_problem(text)
+                if problem is not None:
+                    refused = f"the path parameter {name!r} {problem}; nothing was sent"
+                    return ToolResult.error(f"Error: {self.name}: {refused}")
+                path = path.replace("{" + name + "}", quote(text, safe=""))
             elif where == "header":
                 headers[name] = argument_text(value)
             else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from ..base import Tool, ToolContext, ToolResult
 from ..openapi.calls import send
@@ -154,7 +155,7 @@ class PostgrestTool(Tool):
             ctx,
             tool=self.name,
             method=self.method.upper(),
-            path="/" + self.table,
+            path="/" + quote(self.table, safe=""),
             query=query,
             headers={"Prefer": WRITE_PREFER} if writes else {},
             body=arguments.get("body"),
