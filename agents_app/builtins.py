@@ -228,7 +228,7 @@ class SqliteConfig(_Contents):
     @property
     def read_only(self) -> bool:
         """Whether the database is opened read-only."""
-        assert self.Versioning is not None
+        assert self.Versioning is not None  # noqa: S101 - narrows the type (never checks input)
         return self.Versioning.tag == "SqliteReadOnly"
 
 

@@ -233,7 +233,7 @@ def resolve_default(
     if not run_commands:
         return DefaultValue(kind, problem=f"Command {contents[0]} runs when the agent is loaded", pending=True)
     try:
-        done = subprocess.run(
+        done = subprocess.run(  # noqa: S603 - a Command source the operator allowed (docs/agents.md §8.2); an argv, no shell
             contents,
             cwd=base_dir,
             capture_output=True,

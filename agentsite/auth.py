@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 #: Session tokens are ``st_`` followed by the hex of 32 random bytes (docs/api.md §10.5).
-SESSION_TOKEN_PREFIX = "st_"
+SESSION_TOKEN_PREFIX = "st_"  # noqa: S105 - a name or a code, not a credential
 #: Hosts of the origins that pass the origin check without being listed (docs/api.md §10.7).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 

@@ -19,7 +19,7 @@ DEFAULT_SQLITE_FILE = "agents-server.db"
 #: The names a loopback server answers to (a browser on the same machine uses any of them).
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 #: Addresses that mean "every interface" rather than one address clients connect to.
-WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})  # noqa: S104 - recognises the wildcard addresses; binds nothing
 
 #: The server's own configuration, by prefix: ours (``AGENTS_``), Django's and Celery's, the
 #: ``openai`` SDK's (it reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ...) and libpq's (``PGPASSWORD``,

@@ -32,14 +32,14 @@ class ErrorCode(StrEnum):
     FORBIDDEN_PARAMS = "forbidden_params"
     NOT_FOUND = "not_found"
     UNKNOWN_SESSION = "unknown_session"
-    UNKNOWN_TOKEN = "unknown_token"
+    UNKNOWN_TOKEN = "unknown_token"  # noqa: S105 - a name or a code, not a credential
     UNKNOWN_AGENT = "unknown_agent"
     UNKNOWN_TURN = "unknown_turn"
     UNREADABLE_SESSION = "unreadable_session"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     RUN_IN_PROGRESS = "run_in_progress"
     NO_ACTIVE_RUN = "no_active_run"
-    TOKEN_ALREADY_COMPLETED = "token_already_completed"
+    TOKEN_ALREADY_COMPLETED = "token_already_completed"  # noqa: S105 - a name or a code, not a credential
     AGENT_DEFINED_BY_FILE = "agent_defined_by_file"
     AGENT_IN_USE = "agent_in_use"
     REQUEST_TIMEOUT = "request_timeout"

@@ -16,7 +16,7 @@ from typing import Any
 #: The project configuration file, looked for in the working directory and then upward.
 CONFIG_FILE_NAME = "agents-exe.cfg.json"
 #: The API keys file inside the config directory.
-SECRET_KEYS_NAME = "secret-keys"
+SECRET_KEYS_NAME = "secret-keys"  # noqa: S105 - a name or a code, not a credential
 #: Agent files are the ``.json`` (and ``.tramaj``) files of a directory.
 AGENT_SUFFIXES = (".json", ".tramaj")
 

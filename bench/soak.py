@@ -178,7 +178,7 @@ class Client:
     def request(self, method: str, path: str, *, key: str | None = None, body: Any = None) -> httpx.Response:
         """Send until an answer that is not a lost one arrives; the same key every time."""
         headers = {"Idempotency-Key": key} if key else {}
-        attempt = random.randrange(len(self.urls))  # noqa: S311 - spreads clients over the servers
+        attempt = random.randrange(len(self.urls))
         while True:
             url = self.urls[attempt % len(self.urls)] + path
             attempt += 1
@@ -192,7 +192,7 @@ class Client:
             if time.monotonic() > self.deadline:
                 raise TimeoutError(f"{method} {path}: no answer before the deadline")
             self.retries += 1
-            time.sleep(0.2 + random.random() * 0.3)  # noqa: S311 - jitter, not a secret
+            time.sleep(0.2 + random.random() * 0.3)
 
 
 def drive(client: Client, index: int) -> str | None:
@@ -295,9 +295,9 @@ def main() -> int:
         kills: Counter[str] = Counter()
 
         def killer() -> None:
-            while kills.total() < args.kills and not stop.wait(random.uniform(0.5, 1.5) * args.kill_every):  # noqa: S311
+            while kills.total() < args.kills and not stop.wait(random.uniform(0.5, 1.5) * args.kill_every):
                 kind = "server" if kills.total() % 2 == 0 else "worker"
-                fleet.kill(kind, random.randrange(2))  # noqa: S311 - which one, not a secret
+                fleet.kill(kind, random.randrange(2))
                 kills[kind] += 1
 
         started = time.monotonic()

@@ -103,7 +103,7 @@ def forget_watched_sessions() -> None:
 
 _COLUMNS = ("session_id", "owner", "kind", "payload_json", "created_at")
 _INSERT = (
-    f"INSERT INTO {Event._meta.db_table} ({', '.join(_COLUMNS)}) "
+    f"INSERT INTO {Event._meta.db_table} ({', '.join(_COLUMNS)}) "  # noqa: S608 - the table name comes from the model's meta; every value is a parameter
     f"VALUES ({', '.join(['%s'] * len(_COLUMNS))}) RETURNING seq"
 )
 

@@ -213,7 +213,7 @@ class RedisStore:
     def change(self, session_id: str, updates: Mapping[str, Any]) -> None:
         """See :meth:`HeldStore.change`."""
         found = self._key(create=True)
-        assert found is not None
+        assert found is not None  # noqa: S101 - narrows the type (never checks input)
         key_id, key = found
         name = HELD_KEY.format(key_id=key_id, session_id=session_id)
         removed = [field for field, value in updates.items() if value is None]

@@ -38,7 +38,7 @@ def is_valid_tool_name(name: str) -> bool:
 
 
 def _short_hash(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:_HASH_LENGTH]
+    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:_HASH_LENGTH]
 
 
 def _fit(base: str, suffix: str, *, original: str) -> str:

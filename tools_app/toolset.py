@@ -373,7 +373,7 @@ def build_toolset(
     names = ToolNameMap.build(tool.original_name for tool in tools)
     for tool in tools:
         wire = names.normalized(tool.original_name)
-        assert wire is not None
+        assert wire is not None  # noqa: S101 - narrows the type (never checks input)
         if wire != tool.original_name:
             renamed = f"tool name {tool.original_name} is not accepted by LLM APIs; exposed as {wire}"
             if isinstance(tool, OpenApiTool | PostgrestTool):

@@ -7,7 +7,7 @@ settings (``agentsite.settings``), configured through the environment like any d
 from agentsite.settings.base import *  # noqa: F403
 from agentsite.settings.base import BASE_DIR, DATABASES
 
-SECRET_KEY = "agents-server-tests-only"
+SECRET_KEY = "agents-server-tests-only"  # noqa: S105 - the test settings' own key, used by no server
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # a file, not the shared-cache memory database, so that tests with several threads see the

@@ -53,7 +53,7 @@ class MockLlmServer:
         self._httpd = _HttpServer((host, port), _Handler, self)
         bound_host, bound_port = self._httpd.server_address[:2]
         # A wildcard address is not something a client can connect to; name the loopback instead.
-        shown_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host
+        shown_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104 - recognises the wildcard addresses; binds nothing
         self.host = shown_host
         self.port = int(bound_port)
         self.url = f"http://{shown_host}:{self.port}/v1"

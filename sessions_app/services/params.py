@@ -26,7 +26,7 @@ from sessions_app.models import Session
 from sessions_app.secrets import names_of, store
 
 #: Field prefixes of the held values: secret session values, a run's message-scope values.
-SECRET = "p:"
+SECRET = "p:"  # noqa: S105 - a name or a code, not a credential
 RUN = "r:"
 #: The field of a helper session's narrowing.
 NARROWING = "n"

@@ -151,7 +151,7 @@ def run_process(
         OSError / ValueError: when the process cannot be started (missing file, no execute
             permission, environment too large, NUL byte in an argument).
     """
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: S603 - the argv of a tool the agent file names; no shell (docs/tools.md §3.4)
         argv,
         stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -168,7 +168,7 @@ def run_process(
     timed_out = cancelled = False
     ended = False
     sel = selectors.DefaultSelector()
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 - narrows the type (never checks input)
     try:
         pending = memoryview(stdin_data or b"")
         if proc.stdin is not None:

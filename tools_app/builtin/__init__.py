@@ -30,7 +30,7 @@ from .system import SystemTool
 def _build_one(agent: AgentLike, box: BuiltinToolbox, warnings: list[str]) -> BuiltinTool:
     config = box.config
     if isinstance(config, SqliteConfig):
-        assert config.Versioning is not None
+        assert config.Versioning is not None  # noqa: S101 - narrows the type (never checks input)
         path = agent.resolve(config.Versioning.path)
         if config.read_only and not path.is_file():
             warnings.append(f"{box.label}: the read-only database {path} does not exist; queries fail until it does")
@@ -39,7 +39,7 @@ def _build_one(agent: AgentLike, box: BuiltinToolbox, warnings: list[str]) -> Bu
         return DeveloperTool(box, make_sandbox(agent, box))
     if isinstance(config, LuaConfig):
         return LuaTool(box, make_sandbox(agent, box))
-    assert isinstance(config, SystemConfig)
+    assert isinstance(config, SystemConfig)  # noqa: S101 - narrows the type (never checks input)
     command_filter = agent.resolve(config.CommandFilter) if config.CommandFilter else None
     if command_filter is not None and not os.access(command_filter, os.X_OK):
         warnings.append(f"{box.label}: CommandFilter {command_filter} is not an executable; every command is refused")

@@ -105,7 +105,7 @@ def run(capability: str, arguments: dict[str, Any], ctx: ToolContext) -> dict[st
 
 
 def _wait(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    assert ctx.sessions is not None
+    assert ctx.sessions is not None  # noqa: S101 - narrows the type (never checks input)
     wanted = arguments.get("for", DEFAULT_WAIT_FOR)
     calls: list[str] | Any
     if wanted == "mail":

@@ -89,7 +89,7 @@ class DeveloperTool(BuiltinTool):
 
     def __init__(self, box: Any, sandbox: FileSandbox) -> None:
         config = box.config
-        assert isinstance(config, DeveloperConfig)
+        assert isinstance(config, DeveloperConfig)  # noqa: S101 - narrows the type (never checks input)
         self.config = config
         self.sandbox = sandbox
         self.capabilities = box.capabilities

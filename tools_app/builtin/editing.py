@@ -77,12 +77,12 @@ class TextFile:
         return text.encode("utf-8", "surrogateescape")
 
 
-EMPTY = TextFile([], True, hashlib.md5(b"").hexdigest(), 0)
+EMPTY = TextFile([], True, hashlib.md5(b"", usedforsecurity=False).hexdigest(), 0)
 
 
 def snapshot_of(data: bytes) -> str:
     """The snapshot reference of file content: its MD5 in hex."""
-    return hashlib.md5(data).hexdigest()
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _shown(line: str) -> str:

@@ -54,7 +54,7 @@ class SqliteTool(BuiltinTool):
 
     def __init__(self, box: BuiltinToolbox, path: Path) -> None:
         config = box.config
-        assert isinstance(config, SqliteConfig)
+        assert isinstance(config, SqliteConfig)  # noqa: S101 - narrows the type (never checks input)
         self.path = path
         self.read_only = config.read_only
         mode = "read-only" if self.read_only else "read-write"

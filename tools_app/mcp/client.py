@@ -78,7 +78,7 @@ async def _transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         async with stdio_client(params) as streams:
             yield streams
         return
-    assert isinstance(config, HttpServer)
+    assert isinstance(config, HttpServer)  # noqa: S101 - narrows the type (never checks input)
     async with create_mcp_http_client(headers=dict(config.headers)) as http:
         async with streamable_http_client(config.url, http_client=http) as streams:
             yield streams
@@ -135,7 +135,7 @@ class McpConnection:
             await self._probe.wait()
         async with self._start_lock:
             if self.alive:
-                assert self._session is not None
+                assert self._session is not None  # noqa: S101 - narrows the type (never checks input)
                 return self._session
             await self._close()
             return await self._start(timeout)
@@ -152,7 +152,7 @@ class McpConnection:
         with anyio.move_on_after(timeout):
             await ready.wait()
         if ready.is_set() and not failure:
-            assert self._session is not None
+            assert self._session is not None  # noqa: S101 - narrows the type (never checks input)
             log.info(
                 "mcp server started",
                 extra={"kind": "mcp.server_started", **self.config.describe(), "tools": [t.name for t in self.tools]},
@@ -168,7 +168,7 @@ class McpConnection:
 
     async def _serve(self, ready: anyio.Event, failure: list[BaseException]) -> None:
         """Own the transport and the session until :meth:`_close`, or until the server goes away."""
-        assert self._done is not None
+        assert self._done is not None  # noqa: S101 - narrows the type (never checks input)
         done = self._done
         try:
             async with AsyncExitStack() as stack:
@@ -220,7 +220,7 @@ class McpConnection:
 
     async def _relist_loop(self, session: ClientSession, listens: bool) -> None:
         while True:
-            assert self._relist is not None
+            assert self._relist is not None  # noqa: S101 - narrows the type (never checks input)
             with anyio.move_on_after(None if listens else POLL_SECONDS):
                 await self._relist.wait()
             self._relist = anyio.Event()

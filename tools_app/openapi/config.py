@@ -193,7 +193,7 @@ def parse_http_toolbox(
     inner = f"{where}.contents"
     spec_url = _text(contents, "SpecUrl", inner)
     base_url = _text(contents, "BaseUrl", inner)
-    assert spec_url is not None and base_url is not None
+    assert spec_url is not None and base_url is not None  # noqa: S101 - narrows the type (never checks input)
     if not is_remote(base_url):
         raise HttpToolboxError(f"{inner}.BaseUrl must be an http:// or https:// URL")
     if not is_remote(spec_url) and resolve is not None:

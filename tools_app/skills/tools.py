@@ -84,7 +84,7 @@ class SkillDescribeTool(_SkillTool):
 
     def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         skill = self.skill
-        assert skill is not None
+        assert skill is not None  # noqa: S101 - narrows the type (never checks input)
         wanted = arguments.get("reference")
         if wanted is not None:
             path = skill.reference_path(str(wanted))
@@ -127,11 +127,11 @@ class SkillSwitchTool(_SkillTool):
         )
 
     def gate_switch(self, arguments: Mapping[str, Any]) -> tuple[str, bool] | None:
-        assert self.skill is not None
+        assert self.skill is not None  # noqa: S101 - narrows the type (never checks input)
         return gate_of(self.skill.name), self.enable
 
     def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        assert self.skill is not None
+        assert self.skill is not None  # noqa: S101 - narrows the type (never checks input)
         if not self.enable:
             return ToolResult(f"Skill '{self.skill.name}' disabled")
         tools = ", ".join(self.script_names(self.skill)) or "none"
