@@ -19,6 +19,7 @@ from sessions_app.engine import run_tool_call
 from sessions_app.event_types import EventKind, ToolProgressed, progress_reporters
 from sessions_app.models import BackgroundCall
 from sessions_app.ports import DbSessionsPort
+from sessions_app.services import idempotency
 from sessions_app.services import params as values
 from sessions_app.services.agentmail import watched_event_forward
 from sessions_app.services.recovery import recover_stale_runs
@@ -57,6 +58,12 @@ def forward_watched_event_task(event_seq: str) -> int:
 def prune_events_task() -> int:
     """Delete events older than ``AGENTS_EVENT_RETENTION_SECONDS`` (run periodically by beat)."""
     return events.prune(timedelta(seconds=settings.AGENTS["EVENT_RETENTION_SECONDS"]))
+
+
+@shared_task(name="idempotency.prune", ignore_result=True)
+def prune_idempotency_keys_task() -> int:
+    """Delete idempotency keys older than ``AGENTS_IDEMPOTENCY_TTL_SECONDS`` (run periodically by beat)."""
+    return idempotency.prune()
 
 
 @shared_task(name="sessions.sweep", ignore_result=True)
