@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+import pytest
 
 from tests.demo import demo_agents, demo_script
 from tests.harness import Server, wait_until
@@ -28,6 +30,9 @@ def _rows(db: str, table: str) -> int:
 
 
 def _sessions(db: str) -> int:
+    if db.startswith("postgres"):
+        with psycopg.connect(db) as connection:
+            return connection.execute("SELECT COUNT(*) FROM sessions_app_session").fetchone()[0]
     return _rows(db, "sessions_app_session")
 
 
@@ -74,28 +79,44 @@ def test_create_with_a_key_runs_once_and_answers_the_first_answer(tmp_path: Path
     assert _sessions(server.db) == 4
 
 
-def test_concurrent_requests_with_one_key_make_one_session(tmp_path: Path, llm_server, start_server) -> None:
-    llm = llm_server(demo_script())
-    server = start_server(demo_agents(tmp_path, llm.url))
-    body = {"agent": "weather", "prompt": "Weather in Oslo?"}
-    key = str(uuid.uuid4())
+def _at_once(server: Server, path: str, body: Any, key: str, count: int = 4) -> list[httpx.Response]:
+    """``count`` threads send the same request at the same moment, each on its own connection."""
     answers: list[httpx.Response] = []
-    start = threading.Barrier(4)
+    start = threading.Barrier(count)
 
     def send() -> None:
         with httpx.Client(base_url=server.url, timeout=60) as client:
             start.wait()
-            answers.append(client.post("/v1/sessions", content=json.dumps(body), headers={"Idempotency-Key": key}))
+            answers.append(client.post(path, content=json.dumps(body), headers={"Idempotency-Key": key}))
 
-    threads = [threading.Thread(target=send) for _ in range(4)]
+    threads = [threading.Thread(target=send) for _ in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert [a.status_code for a in answers] == [201] * 4, [a.text for a in answers]
-    assert len({a.text for a in answers}) == 1
-    assert sum(a.headers.get("Idempotent-Replayed") == "true" for a in answers) == 3
+    assert len({a.text for a in answers}) == 1, [a.text for a in answers]
+    assert sum(a.headers.get("Idempotent-Replayed") == "true" for a in answers) == count - 1
+    return answers
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_concurrent_requests_with_one_key_run_once(
+    request: pytest.FixtureRequest, database: str, tmp_path: Path, llm_server, start_server
+) -> None:
+    llm = llm_server(demo_script())
+    db = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    server = start_server(demo_agents(tmp_path, llm.url), db=db)
+
+    created = _at_once(server, "/v1/sessions", {"agent": "weather", "prompt": "Weather in Oslo?"}, str(uuid.uuid4()))
+    assert [a.status_code for a in created] == [201] * 4
     assert _sessions(server.db) == 1
+    sid = created[0].json()["session_id"]
+    wait_until(lambda: server.client.get(f"/v1/sessions/{sid}").json()["status"] == "waiting_external")
+
+    posted = _at_once(server, f"/v1/sessions/{sid}/messages", {"prompt": "And Lyon?"}, str(uuid.uuid4()))
+    assert posted[0].status_code in (200, 202)
+    # the session was waiting on a deferred call: the message is queued as mail, once
+    assert len(server.client.get(f"/v1/sessions/{sid}/mail").json()["mail"]) == 1
 
 
 def test_messages_resume_fork_continuations_and_import_run_once(tmp_path: Path, llm_server, start_server) -> None:

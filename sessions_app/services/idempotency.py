@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -206,6 +207,10 @@ def _seal(scope: str, key: str, secret: str) -> str:
     return base64.b64encode(nonce + _cipher(scope, key).encrypt(nonce, secret.encode(), None)).decode()
 
 
-def _unseal(scope: str, key: str, sealed: str) -> str:
+def _unseal(scope: str, key: str, sealed: str) -> str | None:
     raw = base64.b64decode(sealed)
-    return _cipher(scope, key).decrypt(raw[:12], raw[12:], None).decode()
+    try:
+        return _cipher(scope, key).decrypt(raw[:12], raw[12:], None).decode()
+    except InvalidTag:
+        # sealed under another secret key (DJANGO_SECRET_KEY changed): the token cannot be shown again
+        return None
