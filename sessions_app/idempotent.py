@@ -78,12 +78,11 @@ def parse_key(raw: str) -> str:
 
 
 def key_scope(principal: Principal) -> str:
-    """Whose keys these are: the owner (``""`` without authentication); a session token's keys
-    are its own, apart from its owner's."""
-    scope = principal.owner or ""
+    """Whose keys these are: ``owner:<owner>`` (``anonymous`` without authentication); a session
+    token's keys are its own, ``session:<id>:<owner>``. The prefixes keep any two apart."""
     if principal.is_session_token:
-        return f"{scope}\0session-token\0{principal.session_id}"
-    return scope
+        return f"session:{principal.session_id}:{principal.owner or ''}"
+    return f"owner:{principal.owner}" if principal.owner is not None else "anonymous"
 
 
 def fingerprint(request: Request) -> str:

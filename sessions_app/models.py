@@ -428,8 +428,8 @@ class SessionWatch(models.Model):
 class IdempotencyKey(models.Model):
     """One ``Idempotency-Key`` a client sent on a route that starts or changes a run (docs/api.md §1.7).
 
-    ``scope`` is whom the key belongs to (the owner; ``""`` without authentication; a session
-    token's keys are its own) and ``key_sha256`` the key's digest, never the key itself: the
+    ``scope`` is whom the key belongs to (``sessions_app.idempotent.key_scope``: the owner, or a
+    session token of the owner's) and ``key_sha256`` the key's digest, never the key itself: the
     unique constraint on both is what lets only one request claim a key. The row is inserted
     ``in_progress`` in its own transaction before the request runs; the request's change and the
     move to ``applied`` (the answer as the change left it) commit together, and the answer after

@@ -16,7 +16,7 @@ import pytest
 
 from tests.demo import demo_agents, demo_script
 from tests.harness import Server, wait_until
-from tests.owners import owner, write_tokens
+from tests.owners import bearer, owner, write_tokens
 
 
 def _post(server: Server, path: str, body: Any, key: str | None, headers: dict[str, str] | None = None):
@@ -24,15 +24,20 @@ def _post(server: Server, path: str, body: Any, key: str | None, headers: dict[s
     return server.client.post(path, content=json.dumps(body), headers=sent)
 
 
-def _rows(db: str, table: str) -> int:
+def _query(db: str, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` on the server's database (a SQLite file or a PostgreSQL URL)."""
+    if db.startswith("postgres"):
+        with psycopg.connect(db) as connection:
+            return connection.execute(sql).fetchall()
     with sqlite3.connect(db) as connection:
-        return connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return connection.execute(sql).fetchall()
+
+
+def _rows(db: str, table: str) -> int:
+    return _query(db, f"SELECT COUNT(*) FROM {table}")[0][0]
 
 
 def _sessions(db: str) -> int:
-    if db.startswith("postgres"):
-        with psycopg.connect(db) as connection:
-            return connection.execute("SELECT COUNT(*) FROM sessions_app_session").fetchone()[0]
     return _rows(db, "sessions_app_session")
 
 
@@ -169,10 +174,14 @@ def test_messages_resume_fork_continuations_and_import_run_once(tmp_path: Path, 
     assert _sessions(server.db) == before + 2
 
 
-def test_keys_are_per_owner_and_a_replayed_session_token_is_the_first(tmp_path: Path, llm_server, start_server) -> None:
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_keys_are_per_owner_and_a_replayed_session_token_is_the_first(
+    request: pytest.FixtureRequest, database: str, tmp_path: Path, llm_server, start_server
+) -> None:
     llm = llm_server(demo_script())
     tokens = write_tokens(tmp_path)
-    server = start_server(demo_agents(tmp_path, llm.url), extra_args=["--auth-tokens", str(tokens)])
+    db = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    server = start_server(demo_agents(tmp_path, llm.url), db=db, extra_args=["--auth-tokens", str(tokens)])
     body = {"agent": "weather", "session_token": True}
     alice = _post(server, "/v1/sessions", body, "shared", owner("alice"))
     bob = _post(server, "/v1/sessions", body, "shared", owner("bob"))
@@ -181,13 +190,20 @@ def test_keys_are_per_owner_and_a_replayed_session_token_is_the_first(tmp_path: 
     assert bob.json()["owner"] == "bob" and "Idempotent-Replayed" not in bob.headers
     again = _post(server, "/v1/sessions", body, "shared", owner("alice"))
     _same(alice, again)
-    assert again.json()["session_token"].startswith("st_")
+    session_token = again.json()["session_token"]
+    assert session_token.startswith("st_")
     assert _sessions(server.db) == 2
-    # the session token is not kept in clear beside the key
-    with sqlite3.connect(server.db) as connection:
-        stored = connection.execute("SELECT response_body, sealed_secret, key_sha256 FROM sessions_app_idempotencykey")
-        text = json.dumps(stored.fetchall())
-    assert alice.json()["session_token"] not in text and "shared" not in text
+    # the session token is not kept in clear beside the key, nor the key itself
+    stored = _query(server.db, "SELECT response_body, sealed_secret, key_sha256 FROM sessions_app_idempotencykey")
+    text = json.dumps(stored)
+    assert session_token not in text and "shared" not in text
+
+    # a session token's keys are its own: alice's "shared" is not its "shared"
+    sid = alice.json()["session_id"]
+    path = f"/v1/sessions/{sid}/messages"
+    by_token = _post(server, path, {"prompt": "Weather in Nice?"}, "shared", bearer(session_token))
+    assert by_token.status_code in (200, 202) and "Idempotent-Replayed" not in by_token.headers, by_token.text
+    _same(by_token, _post(server, path, {"prompt": "Weather in Nice?"}, "shared", bearer(session_token)))
 
 
 def test_a_refused_request_keeps_no_key_and_a_key_in_use_answers_409(tmp_path: Path, llm_server, start_server) -> None:

@@ -76,7 +76,7 @@ def begin(*, scope: str, key: str, fingerprint: str) -> Claim | Answer:
     """Claim ``key`` for a request, or give the answer a request with this key already stored.
 
     Args:
-        scope: whose key it is (the owner, ``""`` without authentication).
+        scope: whose key it is (``sessions_app.idempotent.key_scope``).
         key: the ``Idempotency-Key`` as sent (already checked for its shape).
         fingerprint: SHA-256 (hex) of the request's method, path and canonical body.
 
