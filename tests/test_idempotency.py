@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import threading
 import time
@@ -272,3 +274,44 @@ def test_the_openapi_document_names_the_header_on_each_route_that_starts_or_chan
     for path, method in keyed:
         responses = paths[path][method]["responses"]
         assert {"400", "409", "422"} <= set(responses), path
+
+
+def test_a_server_killed_during_the_wait_leaves_an_answer_the_retry_gets(
+    tmp_path: Path, llm_server, start_server
+) -> None:
+    script = demo_script()
+    script["rules"].insert(0, {"when": {"last_contains": "slow"}, "reply": {"delay": 30, "content": "late"}})
+    llm = llm_server(script)
+    agents = demo_agents(tmp_path, llm.url)
+    server = start_server(agents)
+    body = {"agent": "weather", "prompt": "slow please"}
+    lost: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            _post(server, "/v1/sessions?wait=true&timeout=3", body, "crash")
+        except httpx.TransportError as error:
+            lost.append(error)
+
+    first = threading.Thread(target=send)
+    first.start()
+    # the session is stored and the request waits for its run: the server dies there
+    wait_until(lambda: _query(server.db, "SELECT state FROM sessions_app_idempotencykey") == [("applied",)])
+    os.killpg(server.process.proc.pid, signal.SIGKILL)
+    first.join()
+    assert lost, "the first request got an answer"
+    [(sid,)] = _query(server.db, "SELECT id FROM sessions_app_session")
+
+    restarted = start_server(agents, db=server.db)
+
+    def retried() -> httpx.Response | None:
+        answer = _post(restarted, "/v1/sessions", body, "crash")
+        if answer.status_code == 409:
+            assert answer.json()["error"] == "idempotency_key_in_progress"
+            return None
+        return answer
+
+    answer = wait_until(retried, timeout=60)
+    assert answer.status_code == 201 and answer.headers["Idempotent-Replayed"] == "true"
+    assert uuid.UUID(answer.json()["session_id"]) == uuid.UUID(sid)
+    assert _sessions(restarted.db) == 1

@@ -38,8 +38,9 @@ CLAIM_LEASE_SECONDS = 60.0
 #: Seconds between two looks at a key another request holds (for at most
 #: ``AGENTS_IDEMPOTENCY_WAIT_SECONDS``, then 409 ``idempotency_key_in_progress``).
 POLL_SECONDS = 0.05
-#: Seconds beyond its ``wait`` timeout an applied request may take to store its final answer.
-WAIT_GRACE_SECONDS = 30.0
+#: Seconds beyond its ``wait`` timeout an applied request may take to store its final answer;
+#: past them a retry answers the applied answer (the change is committed, so that is safe).
+WAIT_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
