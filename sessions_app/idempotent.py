@@ -46,6 +46,18 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     ),
 )
 
+def replayed_header(*statuses: int) -> OpenApiParameter:
+    """The answer header a replay carries, for the OpenAPI document of answers ``statuses``."""
+    return OpenApiParameter(
+        REPLAYED_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        enum=["true"],
+        response=list(statuses),
+        description="`true` on an answer given again for a retried Idempotency-Key (docs/api.md §1.7)",
+    )
+
+
 _CLAIM_ATTRIBUTE = "idempotency_claim"
 
 

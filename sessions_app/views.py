@@ -33,7 +33,13 @@ from agentsite.common import render
 from agentsite.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
 from sessions_app import mailbox, selectors
-from sessions_app.idempotent import IDEMPOTENCY_KEY_PARAMETER, DeferredWait, defers_wait, idempotent
+from sessions_app.idempotent import (
+    IDEMPOTENCY_KEY_PARAMETER,
+    DeferredWait,
+    defers_wait,
+    idempotent,
+    replayed_header,
+)
 from sessions_app.models import Session
 from sessions_app.serializers import (
     ContinuationSerializer,
@@ -164,7 +170,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="createSession",
         request=SessionCreateSerializer,
-        parameters=[*WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[*WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(201)],
         responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @idempotent
@@ -205,7 +211,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="importSession",
         request=SessionImportSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[IDEMPOTENCY_KEY_PARAMETER, replayed_header(201)],
         responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @action(detail=False, methods=["post"], url_path="import")
@@ -251,7 +257,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="postMessage",
         request=MessageSerializer,
-        parameters=[SESSION_ID, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[SESSION_ID, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(200, 202)],
         responses={
             200: SessionViewSerializer,
             202: SessionViewSerializer,
@@ -280,7 +286,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="resumeSession",
         request=ResumeSerializer,
-        parameters=[SESSION_ID, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[SESSION_ID, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(200, 202)],
         responses={
             200: SessionViewSerializer,
             202: SessionViewSerializer,
@@ -348,7 +354,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="forkSession",
         request=ForkSerializer,
-        parameters=[SESSION_ID, IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[SESSION_ID, IDEMPOTENCY_KEY_PARAMETER, replayed_header(201)],
         responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @action(detail=True, methods=["post"])
@@ -444,7 +450,7 @@ class ContinuationViewSet(ApiViewSet):
     @extend_schema(
         operation_id="completeCall",
         request=ContinuationSerializer,
-        parameters=[TOKEN, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[TOKEN, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(200, 202)],
         responses={
             200: SessionViewSerializer,
             202: SessionViewSerializer,

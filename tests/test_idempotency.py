@@ -274,6 +274,8 @@ def test_the_openapi_document_names_the_header_on_each_route_that_starts_or_chan
     for path, method in keyed:
         responses = paths[path][method]["responses"]
         assert {"400", "409", "422"} <= set(responses), path
+        successes = [answer for status, answer in responses.items() if status.startswith("2")]
+        assert successes and all("Idempotent-Replayed" in answer["headers"] for answer in successes), path
 
 
 def test_a_server_killed_during_the_wait_leaves_an_answer_the_retry_gets(
