@@ -48,7 +48,7 @@ ADMIN_PREFIXES = ("/admin/", "/static/")
 
 PREFLIGHT_HEADERS = {
     "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, OPTIONS",
-    "Access-Control-Allow-Headers": "Authorization, Content-Type, Last-Event-ID",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key, Last-Event-ID",
     "Access-Control-Max-Age": "600",
 }
 
@@ -186,7 +186,7 @@ def via_unix_socket(request: HttpRequest) -> bool:
 
 def _add_cors_headers(response: HttpResponse, origin: str) -> None:
     response["Access-Control-Allow-Origin"] = origin
-    response["Access-Control-Expose-Headers"] = "Location"
+    response["Access-Control-Expose-Headers"] = "Location, Idempotent-Replayed"
     patch_vary_headers(response, ("Origin",))
 
 

@@ -56,6 +56,9 @@ class ErrorCode(StrEnum):
     UNKNOWN_HELPER = "unknown_helper"
     HELPER_CYCLE = "helper_cycle"
     MAILBOX_FULL = "mailbox_full"
+    INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"
+    IDEMPOTENCY_KEY_IN_PROGRESS = "idempotency_key_in_progress"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -292,6 +295,28 @@ class MailboxFull(ApiError):
 
     code, status = ErrorCode.MAILBOX_FULL, 429
     template = "session {} already holds {} unread messages (mailboxMaxUnread)"
+
+
+class InvalidIdempotencyKey(ApiError):
+    """400: an ``Idempotency-Key`` header that is empty, too long or holds characters outside
+    the allowed ones (docs/api.md §1.7); built from what is wrong with it."""
+
+    code, status, template = ErrorCode.INVALID_IDEMPOTENCY_KEY, 400, "Idempotency-Key {}"
+
+
+class IdempotencyKeyInProgress(ApiError):
+    """409: another request with this ``Idempotency-Key`` is still being answered (docs/api.md §1.7)."""
+
+    code, status = ErrorCode.IDEMPOTENCY_KEY_IN_PROGRESS, 409
+    default_message = "a request with this Idempotency-Key is still in progress; retry later"
+
+
+class IdempotencyKeyReused(ApiError):
+    """422: an ``Idempotency-Key`` already used for another request (another method, path or
+    body) (docs/api.md §1.7)."""
+
+    code, status = ErrorCode.IDEMPOTENCY_KEY_REUSED, 422
+    default_message = "this Idempotency-Key was used for another request (another method, path or body)"
 
 
 class InternalError(ApiError):

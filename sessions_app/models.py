@@ -317,8 +317,8 @@ class EventRetention(models.Model):
 
 
 class PeriodicLease(models.Model):
-    """One row per periodic task (``sessions.sweep``, ``events.prune``): which process runs it now
-    and when it last ran (docs/sessions.md §4.9).
+    """One row per periodic task (``sessions.sweep``, ``events.prune``, ``idempotency.prune``):
+    which process runs it now and when it last ran (docs/sessions.md §4.9).
 
     Every worker and embedded server tries to take the row with one conditional UPDATE when the
     task is due (``started_at`` a period ago) and nobody holds it (``held_until`` passed); the
@@ -330,6 +330,7 @@ class PeriodicLease(models.Model):
     #: The task names, the rows' keys.
     SWEEP = "sessions.sweep"
     PRUNE = "events.prune"
+    PRUNE_IDEMPOTENCY_KEYS = "idempotency.prune"
 
     name = models.CharField(max_length=64, primary_key=True)
     holder = models.TextField(null=True, blank=True)
@@ -451,3 +452,49 @@ class SessionWatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.watcher_id} watches {self.watched_id}"
+
+
+class IdempotencyKey(models.Model):
+    """One ``Idempotency-Key`` a client sent on a route that starts or changes a run (docs/api.md §1.7).
+
+    ``scope`` is whom the key belongs to (``sessions_app.idempotent.key_scope``: the owner, or a
+    session token of the owner's) and ``key_sha256`` the key's digest, never the key itself: the
+    unique constraint on both is what lets only one request claim a key. The row is inserted
+    ``in_progress`` in its own transaction before the request runs; the request's change and the
+    move to ``applied`` (the answer as the change left it) commit together, and the answer after
+    a ``wait`` makes it ``completed``. ``claim`` is the request holding the key: a request that
+    takes over an abandoned ``in_progress`` key (its server died before changing anything)
+    writes a new one, so the first can no longer commit.
+
+    ``in_progress -> applied -> completed``; ``in_progress -> completed`` without a wait;
+    ``in_progress`` rows are deleted when the request fails, so that a retry can run.
+    """
+
+    class State(models.TextChoices):
+        IN_PROGRESS = "in_progress"
+        APPLIED = "applied"
+        COMPLETED = "completed"
+
+    scope = models.TextField()
+    key_sha256 = models.CharField(max_length=64)
+    fingerprint = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.IN_PROGRESS)
+    claim = models.UUIDField(default=uuid.uuid4)
+    lease_until = models.DateTimeField()
+    response_status = models.IntegerField(null=True, blank=True)
+    response_body = models.TextField(null=True, blank=True)
+    location = models.TextField(null=True, blank=True)
+    # a session token the answer showed, encrypted with a key derived from the Idempotency-Key
+    sealed_secret = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key_sha256"], name="idempotency_key_per_scope")]
+        indexes = [
+            # idempotency.prune (beat) deletes the rows whose time is over
+            models.Index(fields=["expires_at"], name="idempotency_key_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"idempotency key {self.key_sha256[:12]} of {self.scope or 'anonymous'} ({self.state})"

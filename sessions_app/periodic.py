@@ -30,6 +30,7 @@ from agentsite.common import db_now
 from sessions_app import events, selectors
 from sessions_app.models import PeriodicLease
 from sessions_app.runner import WORKER_NAME
+from sessions_app.services import idempotency
 from sessions_app.services.recovery import free_stranded_helpers, recover_stale_runs
 
 log = logging.getLogger("sessions.periodic")
@@ -66,12 +67,23 @@ def prune() -> None:
     events.prune(timedelta(seconds=settings.AGENTS["EVENT_RETENTION_SECONDS"]))
 
 
+def prune_idempotency_keys() -> None:
+    """Delete the idempotency keys older than ``AGENTS_IDEMPOTENCY_TTL_SECONDS`` (docs/api.md §1.7)."""
+    idempotency.prune()
+
+
 def periodic_tasks() -> list[PeriodicTask]:
-    """The sweep, every ``AGENTS_SWEEP_EVERY_SECONDS`` (10), and the event retention, every
-    ``AGENTS_PRUNE_EVERY_SECONDS`` (600)."""
+    """The sweep, every ``AGENTS_SWEEP_EVERY_SECONDS`` (10), the event retention, every
+    ``AGENTS_PRUNE_EVERY_SECONDS`` (600), and the idempotency keys' expiry, every
+    ``AGENTS_IDEMPOTENCY_PRUNE_EVERY_SECONDS`` (600)."""
     return [
         PeriodicTask(PeriodicLease.SWEEP, settings.AGENTS["SWEEP_EVERY_SECONDS"], sweep),
         PeriodicTask(PeriodicLease.PRUNE, settings.AGENTS["PRUNE_EVERY_SECONDS"], prune),
+        PeriodicTask(
+            PeriodicLease.PRUNE_IDEMPOTENCY_KEYS,
+            settings.AGENTS["IDEMPOTENCY_PRUNE_EVERY_SECONDS"],
+            prune_idempotency_keys,
+        ),
     ]
 
 

@@ -33,6 +33,13 @@ from agentsite.common import render
 from agentsite.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
 from sessions_app import mailbox, selectors
+from sessions_app.idempotent import (
+    IDEMPOTENCY_KEY_PARAMETER,
+    DeferredWait,
+    defers_wait,
+    idempotent,
+    replayed_header,
+)
 from sessions_app.models import Session
 from sessions_app.serializers import (
     ContinuationSerializer,
@@ -75,22 +82,34 @@ def session_answer(request: Request, session: Session, *, created: bool = False,
 
     Create answers 201; the others 202 while the run is still going, else 200 (docs/api.md §4.3).
     A plain read (``GET`` without ``wait``) always answers 200. A session token issued by this
-    request (``session.session_token``) is shown in the answer, this once.
+    request (``session.session_token``) is shown in the answer, this once. A request with an
+    ``Idempotency-Key`` waits only once its change has committed: its answer is the session as the
+    change left it, carrying the wait as a :class:`~sessions_app.idempotent.DeferredWait`.
     """
     wait, timeout = wait_params(request)
     token = getattr(session, "session_token", None)
+
+    def render_answer(shown: Session, waited: bool) -> Response:
+        if created:
+            status = 201
+        elif read_only and not waited:
+            status = 200
+        else:
+            status = 202 if shown.status == Session.Status.RUNNING else 200
+        if token is not None:
+            shown.session_token = token
+        headers = {"Location": f"/v1/sessions/{shown.pk}"} if created else None
+        return Response(render(SessionViewSerializer, shown), status=status, headers=headers)
+
+    if wait and defers_wait(request):
+        response = render_answer(session, True)
+        response.deferred_wait = DeferredWait(
+            finish=lambda: render_answer(selectors.wait_for_run(session.pk, timeout), True), seconds=timeout
+        )
+        return response
     if wait:
         session = selectors.wait_for_run(session.pk, timeout)
-    if created:
-        status = 201
-    elif read_only and not wait:
-        status = 200
-    else:
-        status = 202 if session.status == Session.Status.RUNNING else 200
-    if token is not None:
-        session.session_token = token
-    headers = {"Location": f"/v1/sessions/{session.pk}"} if created else None
-    return Response(render(SessionViewSerializer, session), status=status, headers=headers)
+    return render_answer(session, wait)
 
 
 class SessionViewSet(ApiViewSet):
@@ -151,9 +170,10 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="createSession",
         request=SessionCreateSerializer,
-        parameters=WAIT_PARAMETERS,
-        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413, 422)},
+        parameters=[*WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(201)],
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
+    @idempotent
     def create(self, request: Request) -> Response:
         """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
         data = validated(SessionCreateSerializer, json_object_body(request))
@@ -191,9 +211,11 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="importSession",
         request=SessionImportSerializer,
-        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413)},
+        parameters=[IDEMPOTENCY_KEY_PARAMETER, replayed_header(201)],
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @action(detail=False, methods=["post"], url_path="import")
+    @idempotent
     def import_session(self, request: Request) -> Response:
         """Store an agents-exe session file as a session of ``agent`` (our extension: docs/api.md §7.16)."""
         data = validated(SessionImportSerializer, json_object_body(request))
@@ -235,14 +257,15 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="postMessage",
         request=MessageSerializer,
-        parameters=[SESSION_ID, *WAIT_PARAMETERS],
+        parameters=[SESSION_ID, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(200, 202)],
         responses={
             200: SessionViewSerializer,
             202: SessionViewSerializer,
-            **error_responses(400, 403, 404, 413, 422, 429),
+            **error_responses(400, 403, 404, 409, 413, 422, 429),
         },
     )
     @action(detail=True, methods=["post"])
+    @idempotent
     def messages(self, request: Request, session_id: str) -> Response:
         """Add a user message and run; to a busy session it is queued as mail (never refused)."""
         sid = _session_id(session_id)
@@ -263,7 +286,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="resumeSession",
         request=ResumeSerializer,
-        parameters=[SESSION_ID, *WAIT_PARAMETERS],
+        parameters=[SESSION_ID, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(200, 202)],
         responses={
             200: SessionViewSerializer,
             202: SessionViewSerializer,
@@ -271,6 +294,7 @@ class SessionViewSet(ApiViewSet):
         },
     )
     @action(detail=True, methods=["post"])
+    @idempotent
     def resume(self, request: Request, session_id: str) -> Response:
         """Start a run on a stored session (``mode``: step or until_blocked)."""
         sid = _session_id(session_id)
@@ -330,10 +354,11 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="forkSession",
         request=ForkSerializer,
-        parameters=[SESSION_ID],
-        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413, 422)},
+        parameters=[SESSION_ID, IDEMPOTENCY_KEY_PARAMETER, replayed_header(201)],
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413, 422)},
     )
     @action(detail=True, methods=["post"])
+    @idempotent
     def fork(self, request: Request, session_id: str) -> Response:
         """A new session with the turns from ``at_turn`` (newest first) down, optionally another agent."""
         sid = _session_id(session_id)
@@ -425,13 +450,14 @@ class ContinuationViewSet(ApiViewSet):
     @extend_schema(
         operation_id="completeCall",
         request=ContinuationSerializer,
-        parameters=[TOKEN, *WAIT_PARAMETERS],
+        parameters=[TOKEN, *WAIT_PARAMETERS, IDEMPOTENCY_KEY_PARAMETER, replayed_header(200, 202)],
         responses={
             200: SessionViewSerializer,
             202: SessionViewSerializer,
             **error_responses(400, 403, 404, 409, 413, 422),
         },
     )
+    @idempotent
     def complete(self, request: Request, token: str) -> Response:
         """Post a deferred call's result; the session resumes when its last deferred call is in."""
         parsed = parse_uuid(token, UnknownToken(token))

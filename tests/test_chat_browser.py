@@ -12,12 +12,13 @@ import json
 import sqlite3
 import struct
 import sys
+import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, Route, expect, sync_playwright
 
 from devtools.mockllm import MockLlmServer
 from tests.browser import CHROMIUM, CHROMIUM_ARGS
@@ -482,3 +483,53 @@ def test_a_running_tool_is_shown_with_its_progress_and_a_tool_picture_inline(
         picture.locator("summary").click()
         expect(picture.locator("img")).to_be_visible()
         assert picture.locator("img").evaluate("img => img.naturalWidth") > 0
+
+
+def test_a_lost_answer_is_sent_again_with_its_idempotency_key_and_runs_once(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url))
+    keys: dict[str, list[str | None]] = {}
+    lost: dict[str, int] = {}
+
+    def lose_the_first_answer(route: Route) -> None:
+        request = route.request
+        if request.method != "POST":
+            route.continue_()
+            return
+        path = request.url.split("?")[0].removeprefix(server.url)
+        keys.setdefault(path, []).append(request.headers.get("idempotency-key"))
+        if path in lost:
+            route.continue_()
+            return
+        # the server answers; the answer never reaches the page, as on a dropped connection
+        lost[path] = route.fetch().status
+        route.abort("connectionreset")
+
+    with browser_page(f"{server.url}/") as page:
+        page.route("**/v1/sessions", lose_the_first_answer)
+        page.route("**/v1/continuations/*", lose_the_first_answer)
+        expect(page.locator("#connection")).to_have_text("live")
+        page.click("button[data-agent=weather]")
+        send(page, "Weather in Paris?")
+        form = page.locator("form.pending-call")
+        expect(form).to_have_count(1)
+        form.locator("textarea[name=result]").fill("sunny")
+        form.locator("button[type=submit]").click()
+        expect(page.locator(".turn.assistant").last).to_contain_text("The weather in Paris: sunny.")
+        expect(page.locator("#session-status")).to_have_text("idle")
+        # the events may show the answer before the page's retry of the lost result is in
+        for _ in range(300):
+            if sum(len(tries) for tries in keys.values()) == 4:
+                break
+            page.wait_for_timeout(100)
+
+    token_path = next(path for path in keys if path.startswith("/v1/continuations/"))
+    assert lost["/v1/sessions"] == 201 and lost[token_path] in (200, 202) and len(lost) == 2
+    for tries in keys.values():
+        assert len(tries) == 2 and tries[0] == tries[1], keys
+        assert uuid.UUID(tries[0]).version == 4
+    assert keys["/v1/sessions"][0] != keys[token_path][0]
+    assert session_rows(server.db) == 1
+    assert len(llm.requests) == 2  # one for the question, one for the result

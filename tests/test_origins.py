@@ -23,7 +23,7 @@ APP = "https://app.example.com"
 LOCAL_APP = "http://localhost:5173"
 PREFLIGHT = {
     "access-control-allow-methods": "GET, POST, PUT, DELETE, OPTIONS",
-    "access-control-allow-headers": "Authorization, Content-Type, Last-Event-ID",
+    "access-control-allow-headers": "Authorization, Content-Type, Idempotency-Key, Last-Event-ID",
     "access-control-max-age": "600",
 }
 CORS_HEADERS = ("access-control-allow-origin", "access-control-expose-headers")
@@ -44,7 +44,7 @@ def _with_origin(origin: str | None, extra: dict[str, str] | None = None) -> dic
 
 def _assert_cors(answer: httpx.Response, origin: str) -> None:
     assert answer.headers["access-control-allow-origin"] == origin
-    assert answer.headers["access-control-expose-headers"] == "Location"
+    assert answer.headers["access-control-expose-headers"] == "Location, Idempotent-Replayed"
     assert "Origin" in [v.strip() for v in answer.headers["vary"].split(",")]
 
 
@@ -101,7 +101,7 @@ def test_without_auth_only_loopback_and_listed_origins_get_in(agent: Path, start
     stream = SseReader(f"{server.url}/v1/sessions/{created.json()['session_id']}/events", headers=_with_origin(APP))
     assert stream.status == 200
     assert stream.response_headers["access-control-allow-origin"] == APP
-    assert stream.response_headers["access-control-expose-headers"] == "Location"
+    assert stream.response_headers["access-control-expose-headers"] == "Location, Idempotent-Replayed"
     stream.close()
 
     # preflights: 204 on any path, before anything else

@@ -153,6 +153,7 @@ AGENTS = {
     # time (docs/sessions.md §4.9): the run sweep and the event retention, in seconds.
     "SWEEP_EVERY_SECONDS": env.float("AGENTS_SWEEP_EVERY_SECONDS", default=10.0),
     "PRUNE_EVERY_SECONDS": env.float("AGENTS_PRUNE_EVERY_SECONDS", default=600.0),
+    "IDEMPOTENCY_PRUNE_EVERY_SECONDS": env.float("AGENTS_IDEMPOTENCY_PRUNE_EVERY_SECONDS", default=600.0),
     # Seconds a connection may take to send a whole request head, from its opening or from its
     # previous answer; then it is closed (docs/api.md §1.5).
     "HEADER_TIMEOUT": env.float("AGENTS_HEADER_TIMEOUT", default=30.0),
@@ -170,6 +171,10 @@ AGENTS = {
     "EVENT_VALUE_MAX_BYTES": env.int("AGENTS_EVENT_VALUE_MAX_BYTES", default=16 * 1024),
     # Events older than this many seconds are pruned (replays from before them are unavailable).
     "EVENT_RETENTION_SECONDS": env.float("AGENTS_EVENT_RETENTION_SECONDS", default=24 * 3600.0),
+    # Seconds an Idempotency-Key and its stored answer are kept (docs/api.md §1.7).
+    "IDEMPOTENCY_TTL_SECONDS": env.float("AGENTS_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600.0),
+    # Seconds a request whose key another request holds waits for that one's answer, then 409.
+    "IDEMPOTENCY_WAIT_SECONDS": env.float("AGENTS_IDEMPOTENCY_WAIT_SECONDS", default=10.0),
     # Bearer tokens file (docs/api.md §10.2); empty: authentication off.
     "AUTH_TOKENS_FILE": env("AGENTS_AUTH_TOKENS", default=""),
     # Owners allowed scope=all event streams and stored-agent edits (comma-separated).

@@ -43,15 +43,43 @@
     }
   }
 
-  async function api(method, path, body) {
+  // A random UUID (version 4); crypto.randomUUID exists only on https and loopback pages.
+  function newKey() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  }
+
+  // Seconds between the tries of a request that starts or changes a run (docs/api.md §1.7).
+  const RETRY_DELAYS = [0.5, 1, 2, 4];
+
+  // With `idempotent`, the request carries one Idempotency-Key for all its tries: a try whose
+  // answer was lost (the connection dropped, the server restarted) is sent again with the same
+  // key, and the server answers the first answer instead of running it twice.
+  async function api(method, path, body, { idempotent = false } = {}) {
     const headers = {};
     if (state.token) headers.Authorization = `Bearer ${state.token}`;
+    if (idempotent) headers["Idempotency-Key"] = newKey();
     const init = { method, headers };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(path, init);
+    let response;
+    for (let attempt = 0; ; attempt++) {
+      const last = !idempotent || attempt >= RETRY_DELAYS.length;
+      try {
+        response = await fetch(path, init);
+      } catch (failure) {
+        if (last) throw failure;
+        await new Promise((resolve) => setTimeout(resolve, RETRY_DELAYS[attempt] * 1000));
+        continue;
+      }
+      if (response.status !== 409 || last || !(await inProgress(response.clone()))) break;
+      await new Promise((resolve) => setTimeout(resolve, RETRY_DELAYS[attempt] * 1000));
+    }
     let data = null;
     try {
       data = await response.json();
@@ -63,6 +91,14 @@
     }
     if (!response.ok) throw new ApiFailure(response.status, data);
     return { status: response.status, data };
+  }
+
+  async function inProgress(response) {
+    try {
+      return (await response.json()).error === "idempotency_key_in_progress";
+    } catch (error) {
+      return false;
+    }
   }
 
   // ---- small DOM helpers --------------------------------------------------------------------
@@ -373,7 +409,7 @@
         }
       }
       try {
-        const answer = await api("POST", `/v1/continuations/${encodeURIComponent(call.continuation_token)}`, { result });
+        const answer = await api("POST", `/v1/continuations/${encodeURIComponent(call.continuation_token)}`, { result }, { idempotent: true });
         applyView(answer.data);
       } catch (failure) {
         error.textContent = failure.message;
@@ -518,7 +554,7 @@
     try {
       if (!state.sessionId) {
         if (!state.agent) throw new Error("Pick an agent first.");
-        const created = await api("POST", "/v1/sessions", { agent: state.agent, prompt, media });
+        const created = await api("POST", "/v1/sessions", { agent: state.agent, prompt, media }, { idempotent: true });
         clearComposer();
         state.sessionId = created.data.session_id;
         history.replaceState(null, "", `#session=${state.sessionId}`);
@@ -526,7 +562,7 @@
         // its first events may have come before this answer told the page its id: read it again
         await refreshSession();
       } else {
-        const answer = await api("POST", `/v1/sessions/${state.sessionId}/messages`, { prompt, media, interrupt });
+        const answer = await api("POST", `/v1/sessions/${state.sessionId}/messages`, { prompt, media, interrupt }, { idempotent: true });
         clearComposer();
         applyView(answer.data);
         await refreshSession();
@@ -545,7 +581,7 @@
   async function control(action) {
     if (!state.sessionId) return;
     try {
-      await api("POST", `/v1/sessions/${state.sessionId}/${action}`);
+      await api("POST", `/v1/sessions/${state.sessionId}/${action}`, undefined, { idempotent: action === "resume" });
       await refreshSession();
     } catch (error) {
       showError("notice", error);
@@ -554,7 +590,7 @@
 
   async function forkAt(atTurn) {
     try {
-      const fork = await api("POST", `/v1/sessions/${state.sessionId}/fork`, { at_turn: atTurn });
+      const fork = await api("POST", `/v1/sessions/${state.sessionId}/fork`, { at_turn: atTurn }, { idempotent: true });
       await openSession(fork.data.session_id);
     } catch (error) {
       showError("notice", error);
