@@ -410,7 +410,7 @@ def _fold_stream(stream: Any, on_text_delta: Callable[[str], None], timeout: flo
 def _reading_stream(timeout: float) -> Iterator[None]:
     """Turn what can go wrong while a stream is read into :class:`LlmError` (docs/agents.md §7.4).
 
-    A stream cut once its answer has begun is not retried (the documented retries, §7.5, are of
+    A stream cut once its answer has begun is not retried (the retries of docs/agents.md §7.5 are of
     requests the provider refused or never received): its text pieces are already sent as
     ``text.delta`` events, and a second answer would follow them with different ones.
 
