@@ -191,7 +191,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="importSession",
         request=SessionImportSerializer,
-        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 413)},
+        responses={201: SessionViewSerializer, **error_responses(400, 403, 404, 409, 413)},
     )
     @action(detail=False, methods=["post"], url_path="import")
     def import_session(self, request: Request) -> Response:
