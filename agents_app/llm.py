@@ -23,7 +23,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -161,7 +162,7 @@ def complete(
             return _answer_from_completion(_decode_completion(raw.text))
         stream = _with_retries(lambda: client.chat.completions.create(**request))
         with stream:
-            return _answer_from_completion(_fold_stream(stream, on_text_delta))
+            return _answer_from_completion(_fold_stream(stream, on_text_delta, timeout))
     except openai.APIError as err:
         raise LlmError(_describe(err, timeout, url)) from err
 
@@ -204,11 +205,9 @@ def _attempt_cancellable(
         fold = _StreamFold(on_text_delta)
         stream = await client.chat.completions.create(**request)
         async with stream:
-            try:
+            with _reading_stream(timeout):
                 async for chunk in stream:
                     fold.add(chunk)
-            except json.JSONDecodeError as err:
-                raise LlmError(f"LLM answer was malformed: a stream event is not JSON ({err.msg})") from err
         return fold.completion()
 
     async def race() -> dict[str, Any]:
@@ -397,16 +396,45 @@ def _normalize_tool_call(call: Any, position: int) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _fold_stream(stream: Any, on_text_delta: Callable[[str], None]) -> dict[str, Any]:
+def _fold_stream(stream: Any, on_text_delta: Callable[[str], None], timeout: float) -> dict[str, Any]:
     """Fold a chat-completion chunk stream into the non-streamed ``chat.completion`` shape
-    (:class:`_StreamFold`)."""
+    (:class:`_StreamFold`); ``timeout`` is only quoted by the error of a stalled stream."""
     fold = _StreamFold(on_text_delta)
-    try:
+    with _reading_stream(timeout):
         for chunk_object in stream:
             fold.add(chunk_object)
+    return fold.completion()
+
+
+@contextmanager
+def _reading_stream(timeout: float) -> Iterator[None]:
+    """Turn what can go wrong while a stream is read into :class:`LlmError` (docs/agents.md §7.4).
+
+    A stream cut once its answer has begun is not retried (the retries of docs/agents.md §7.5 are of
+    requests the provider refused or never received): its text pieces are already sent as
+    ``text.delta`` events, and a second answer would follow them with different ones.
+
+    Raises:
+        LlmError: an event is not JSON, the stream ended inside an event, the connection broke,
+            or no piece came within ``timeout`` seconds. An ``{"error": ...}`` event
+            (``openai.APIError`` without a status) passes through, for :func:`_describe`.
+    """
+    import openai
+
+    from agents_app.openai_client import UnfinishedEvent
+
+    try:
+        yield
     except json.JSONDecodeError as err:
         raise LlmError(f"LLM answer was malformed: a stream event is not JSON ({err.msg})") from err
-    return fold.completion()
+    except UnfinishedEvent as err:
+        raise LlmError("LLM stream was cut: it ended in the middle of an event") from err
+    except openai.APITimeoutError as err:
+        raise LlmError(f"LLM request timed out after {timeout:g}s") from err
+    except openai.APIConnectionError as err:
+        cause = err.__cause__
+        reason = f"{cause}" if cause is not None and str(cause) else type(cause or err).__name__
+        raise LlmError(f"LLM stream was cut: {reason}") from err
 
 
 class _StreamFold:
@@ -443,15 +471,25 @@ class _StreamFold:
                 state["finish_reason"] = choice["finish_reason"]
 
     def completion(self) -> dict[str, Any]:
-        """The folded answer as a ``chat.completion`` dict.
+        """The folded answer as a ``chat.completion`` dict, once the stream has ended.
+
+        Only a finished answer is one (docs/agents.md §7.4): a stream that ends before its first
+        choice's ``finish_reason`` was cut, and so were tool-call arguments that are not JSON,
+        which a stream assembles from fragments.
 
         Raises:
-            LlmError: no chunk came, or none had a choice.
+            LlmError: no chunk came, none had a choice, the first choice has no
+                ``finish_reason``, or a tool call's arguments are not JSON.
         """
         if not self.seen_chunk:
             raise LlmError("LLM answer was malformed: the stream ended without any chunk")
         if not self.choices:
             raise LlmError("LLM answer was malformed: no choices in the stream")
+        first = self.choices[min(self.choices)]
+        if first["finish_reason"] is None:
+            raise LlmError("LLM stream was cut: it ended before a finish_reason")
+        for position, (_, call) in enumerate(sorted(first["calls"].items())):
+            _check_arguments(position, call)
         completion: dict[str, Any] = {
             "id": self.header.get("id", ""),
             "object": "chat.completion",
@@ -497,6 +535,23 @@ def _fold_delta(
             call["name"] += name
         if isinstance(function.get("arguments"), str):
             call["arguments"] += function["arguments"]
+
+
+def _check_arguments(position: int, call: dict[str, Any]) -> None:
+    """Raise LlmError when an assembled tool call's arguments are not one JSON document.
+
+    No arguments at all (``""``) are allowed: they are read as ``{}`` (docs/agents.md §7.3).
+    """
+    if call["arguments"] == "":
+        return
+    try:
+        json.loads(call["arguments"])
+    except json.JSONDecodeError as err:
+        name = call["name"] or "without a name"
+        raise LlmError(
+            f"LLM answer was malformed: the arguments of streamed tool call {position} ({name}) "
+            f"are not complete JSON ({err.msg})"
+        ) from err
 
 
 def _folded_choice(index: int, state: dict[str, Any]) -> dict[str, Any]:

@@ -6,9 +6,11 @@ than when the server starts.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import openai
+from openai._streaming import ServerSentEvent, SSEDecoder
 
 
 class _AgentCredentials:
@@ -53,10 +55,60 @@ class _AgentCredentials:
         return None
 
 
-class AgentClient(_AgentCredentials, openai.OpenAI):
+class UnfinishedEvent(Exception):
+    """The stream ended in the middle of a server-sent event (its blank line never came)."""
+
+
+class _WholeEventsDecoder(SSEDecoder):
+    """The SDK's SSE decoder, except that a stream ending inside an event raises
+    :class:`UnfinishedEvent`.
+
+    The stock decoder drops such an event without a word, as the SSE rules say; a provider
+    whose connection closes half-way through its answer then looks like one that answered
+    (docs/sessions.md §4.5, a cut stream).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open_event = False
+
+    def decode(self, line: str) -> ServerSentEvent | None:
+        """Decode one line, noting whether an event has fields not yet dispatched."""
+        sse = super().decode(line)
+        if not line:
+            self._open_event = False
+        elif not line.startswith(":"):
+            # A last `data: [DONE]` without its blank line still ends the stream whole.
+            self._open_event = self._data != ["[DONE]"]
+        return sse
+
+    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[ServerSentEvent]:
+        """The events of a synchronous stream; raises UnfinishedEvent at a cut one."""
+        self._open_event = False
+        yield from super().iter_bytes(iterator)
+        if self._open_event:
+            raise UnfinishedEvent()
+
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        """The events of an asynchronous stream; raises UnfinishedEvent at a cut one."""
+        self._open_event = False
+        async for sse in super().aiter_bytes(iterator):
+            yield sse
+        if self._open_event:
+            raise UnfinishedEvent()
+
+
+class _WholeEvents:
+    """The client hook that gives each stream a :class:`_WholeEventsDecoder`."""
+
+    def _make_sse_decoder(self) -> SSEDecoder:
+        return _WholeEventsDecoder()
+
+
+class AgentClient(_WholeEvents, _AgentCredentials, openai.OpenAI):
     """``openai.OpenAI`` whose only credential is the agent's own key, possibly none."""
 
 
-class AsyncAgentClient(_AgentCredentials, openai.AsyncOpenAI):
+class AsyncAgentClient(_WholeEvents, _AgentCredentials, openai.AsyncOpenAI):
     """``openai.AsyncOpenAI`` with the same credentials: for a request that may be cancelled
     while in flight (cancelling its task closes the connection)."""

@@ -13,6 +13,7 @@ and shutdowns").
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,11 +38,33 @@ class EmbeddedWorker:
         self.runs = ThreadPoolExecutor(concurrency, thread_name_prefix="embedded-run")
         self.calls = ThreadPoolExecutor(concurrency, thread_name_prefix="embedded-call")
         self.periodic = PeriodicRunner()
+        self._lock = threading.Lock()
+        self._in_flight = 0
 
     def submit(self, name: str, args: list[str], *, background_call: bool = False) -> None:
         """Run task ``name`` with ``args`` on a pool thread (never blocks the caller)."""
         pool = self.calls if background_call else self.runs
-        pool.submit(self._execute, name, args)
+        with self._lock:
+            self._in_flight += 1
+        try:
+            pool.submit(self._counted, name, args)
+        except RuntimeError:
+            with self._lock:
+                self._in_flight -= 1
+            raise
+
+    def idle(self) -> bool:
+        """Whether every task submitted so far has ended: nothing this process runs can start
+        another (``agents run`` waits for that, docs/cli.md §3.1)."""
+        with self._lock:
+            return self._in_flight == 0
+
+    def _counted(self, name: str, args: list[str]) -> None:
+        try:
+            self._execute(name, args)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def _execute(self, name: str, args: list[str]) -> None:
         close_old_connections()

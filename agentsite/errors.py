@@ -40,6 +40,7 @@ class ErrorCode(StrEnum):
     RUN_IN_PROGRESS = "run_in_progress"
     NO_ACTIVE_RUN = "no_active_run"
     TOKEN_ALREADY_COMPLETED = "token_already_completed"  # noqa: S105 - a name or a code, not a credential
+    CONFLICT = "conflict"
     AGENT_DEFINED_BY_FILE = "agent_defined_by_file"
     AGENT_IN_USE = "agent_in_use"
     REQUEST_TIMEOUT = "request_timeout"
@@ -186,6 +187,13 @@ class NoActiveRun(ApiError):
     """409: cancel without a run; built from the session id."""
 
     code, status, template = ErrorCode.NO_ACTIVE_RUN, 409, "session {} has no active run"
+
+
+class Conflict(ApiError):
+    """409: what the request would store exists already (an imported session's id); the message
+    says what."""
+
+    code, status = ErrorCode.CONFLICT, 409
 
 
 class TokenAlreadyCompleted(ApiError):

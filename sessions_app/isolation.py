@@ -16,6 +16,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+import jiter
 from django.conf import settings
 
 from agentsite.errors import ApiError
@@ -29,6 +30,8 @@ from tools_app.mcp.toolbox import McpTool
 
 #: The most bytes of a worker's answer read (on top of the tool output cap: the envelope's own).
 ENVELOPE_OVERHEAD_BYTES = 64 * 1024
+#: The longest media type a dropped result's error names (RFC 6838 allows 127 + 1 + 127).
+_MIME_TYPE_MAX = 255
 
 
 def configured() -> str:
@@ -92,25 +95,57 @@ def run(call: dict[str, Any], context: ToolContext) -> ToolResult:
         return _failure(f"the worker did not answer within {context.timeout:g} s")
     if outcome.returncode != 0:
         return _failure(f"the worker exited with {outcome.returncode}: {tail_text(outcome.stderr)}")
-    return _answer(bytes(outcome.stdout), token, context, (call.get("function") or {}).get("name") or "")
+    name = (call.get("function") or {}).get("name") or ""
+    return _answer(bytes(outcome.stdout), outcome.stdout_bytes, token, context, name)
 
 
-def _answer(stdout: bytes, token: str, context: ToolContext, name: str) -> ToolResult:
+def _answer(stdout: bytes, printed: int, token: str, context: ToolContext, name: str) -> ToolResult:
+    """The result a worker's answer gives, capped like any tool's output (README, "Isolating tool
+    calls"; :func:`tools_app.base.cap_result`).
+
+    Args:
+        stdout: the answer as read: at most the output cap plus ``ENVELOPE_OVERHEAD_BYTES``.
+        printed: how many bytes the worker printed in all; more than ``len(stdout)`` when the
+            answer was too long to keep whole.
+        token, context, name: the call's token, context and tool name.
+    Returns:
+        The result, or an ``isolation error: ...`` result. A too long answer is read as far as it
+        was kept (its last value cut short, as a cut tool output is), so its token and status
+        must come before its result; its text is then cut to the cap, the note counting
+        ``printed`` bytes, and a media or mixed result is dropped with an error.
+    """
+    whole = printed <= len(stdout)
     try:
-        answer = json.loads(stdout)
+        answer = json.loads(stdout) if whole else _kept_part(stdout)
     except ValueError:
         return _failure(f"the worker's output is not JSON: {tail_text(stdout)}")
     if not isinstance(answer, dict) or answer.get("status") not in ("success", "error"):
-        return _failure('the worker did not answer a result envelope ({"token", "status", ...})')
+        too_long = "" if whole else f" before the first {len(stdout)} of its {printed} bytes"
+        return _failure(f'the worker did not answer a result envelope ({{"token", "status", ...}}){too_long}')
     if answer.get("token") != token:
         return _failure(f"the worker answered for token {answer.get('token')!r}, not this call's")
+    full_bytes = None if whole else printed
     if answer["status"] == "error":
-        return _failure(str(answer.get("error") or "the worker reported an error"))
+        failure = _failure(str(answer.get("error") or "the worker reported an error"))
+        return cap_result(replace(failure, full_bytes=full_bytes), context.output_max_bytes, name)
+    result = answer.get("result")
+    if not whole and isinstance(result, dict) and result.get("type") in ("media", "mixed"):
+        # cut binary data is useless (and no longer valid base64): dropped as any tool's is
+        mime = result.get("mimeType")
+        named = {"mimeType": mime} if isinstance(mime, str) and len(mime) <= _MIME_TYPE_MAX else {}
+        dropped = ToolResult({"type": result["type"], **named}, full_bytes=printed)
+        return cap_result(dropped, context.output_max_bytes, name)
     try:
-        response = normalize_tool_result(answer.get("result"))
+        response = normalize_tool_result(result)
     except ApiError as error:
         return _failure(f"the worker's result is not a tool result: {error.message}")
-    return cap_result(ToolResult(response), context.output_max_bytes, name)
+    return cap_result(ToolResult(response, full_bytes=full_bytes), context.output_max_bytes, name)
+
+
+def _kept_part(stdout: bytes) -> Any:
+    """The JSON value the first bytes of a too long answer begin, its last string cut where the
+    bytes end (jiter's partial mode). Raises ValueError when those bytes do not begin one."""
+    return jiter.from_json(stdout, partial_mode="trailing-strings")
 
 
 class _PortalGuard:

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from agentsite.access import can_see
 from agentsite.auth import Principal
 from agentsite.common import db_now
 from agentsite.errors import UnknownSession, UnknownToken
 from sessions_app import hub, mailbox
-from sessions_app.models import Continuation, MailEnvelope, PeriodicLease, Session
+from sessions_app.models import BackgroundCall, Continuation, MailEnvelope, PeriodicLease, Session
 
 #: Longest sleep between two reads while waiting for a run to stop, in seconds.
 WAIT_RECHECK_SECONDS = 1.0
@@ -84,6 +85,17 @@ def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:
                 return session_get(session_id)
             # woken when the session changes; the cap only bounds the delay of a lost announcement
             watch.wait(min(remaining, WAIT_RECHECK_SECONDS))
+
+
+def background_calls_live(session_id: uuid.UUID) -> int:
+    """How many background calls of the session are still to end: running (or waiting for a
+    worker) with a heartbeat younger than a lease. An older one's process died: it is orphaned
+    (docs/sessions.md §4.6) and will never end by itself, so it is not counted."""
+    cutoff = timezone.now() - timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])
+    live = BackgroundCall.objects.filter(
+        session_id=session_id, state=BackgroundCall.State.RUNNING, heartbeat_at__gte=cutoff
+    )
+    return live.count()
 
 
 def session_status(session_id: uuid.UUID) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -125,6 +126,39 @@ def test_run_stops_on_deferred_calls_with_the_paused_report(
     resumed = exe(tmp_path, "--agent-file", str(agent), "session", "resume", report["session_id"])
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.endswith("\ndone: yes, go\n")
+
+
+DETACHING = {"rules": [
+    {"when": {"last_role": "user", "last_contains": "call_brew"}, "reply": {"content": "late: {last_content}"}},
+    {"when": {"last_role": "user", "last_contains": "brew"},
+     "reply": {"content": "", "tool_calls": [{"name": "bash_brew", "arguments": {}, "id": "call_brew"}]}},
+    {"when": {"last_role": "tool", "last_contains": "detached"}, "reply": {"content": "brewing in the background"}},
+]}
+
+
+def test_run_waits_for_the_calls_it_detached_and_prints_the_answer_to_their_results(
+    tmp_path: Path, llm_server: Callable[[dict[str, Any]], MockLlmServer]
+) -> None:
+    llm = llm_server(DETACHING)
+    write_tool(tmp_path / "tools", "brew", {"slug": "brew", "description": "brews", "args": []},
+               "sleep 1; echo brewed")
+    agent = write_agent(
+        tmp_path, "brewer", llm.url, toolDirectory="tools", executionMode="asynchronous",
+        toolCallPolicyConfig={"default": {"tag": "runSync"}, "rules": [
+            {"tool": "bash_brew", "disposition": {"tag": "runAsync", "attachSeconds": 0}}]},
+    )
+    done = exe(tmp_path, "--agent-file", str(agent), "run", "--session-file", "b.json", "-p", "brew")
+    assert done.returncode == 0, done.stderr
+    # the model read the placeholder first, then the result the detached call mailed
+    assert done.stdout.startswith("late: [mail ") and done.stdout.endswith("(bash_brew) completed]\nbrewed\n\n")
+    assert "Traceback" not in done.stderr and "cannot schedule" not in done.stderr
+    assert [r["messages"][-1]["role"] for r in llm.requests] == ["user", "tool", "user"]
+    document = json.loads((tmp_path / "b.json").read_text())
+    assert status_of(document) == "idle" and document["turns"][0]["tag"] == "LlmTurn"
+    # nothing is left running for a server to recover: the session and its call have ended
+    with sqlite3.connect(tmp_path / "agents-server.db") as db:
+        assert db.execute("SELECT status, run_owner FROM sessions_app_session").fetchall() == [("idle", None)]
+        assert db.execute("SELECT state FROM sessions_app_backgroundcall").fetchall() == [("completed",)]
 
 
 def test_the_sqq_flow_contracts_hold_as_written(

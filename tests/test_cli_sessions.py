@@ -110,7 +110,7 @@ def test_every_session_file_imports_and_exports_unchanged_over_http_and_the_comm
     original = json.loads(SESSION_FILES[0].read_text())
     cases = [
         ({"agent": "nobody", "session": original}, 404, "unknown_agent"),
-        ({"agent": "deployer", "session": original}, 400, "bad_request"),
+        ({"agent": "deployer", "session": original}, 409, "conflict"),
         ({"agent": "deployer", "session": {"sessionId": "x", "turns": [{"tag": "Nope"}]}}, 400, "bad_request"),
         ({"agent": "deployer"}, 400, "bad_request"),
         ({"session": original}, 400, "bad_request"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,24 @@ def test_conflicts(server: Server) -> None:
     assert no_run.status_code == 409 and no_run.json()["error"] == "no_active_run"
     finished = server.client.get(f"/v1/sessions/{slow_id}?wait=true&timeout=30")
     assert finished.status_code == 200 and finished.json()["status"] == "idle"
+
+
+def test_importing_a_session_whose_id_exists_is_a_conflict(server: Server) -> None:
+    view = _create(server)
+    exported = server.client.get(f"/v1/sessions/{view['session_id']}/export").json()
+    body = json.dumps({"agent": "deferring", "session": exported})
+    _expect(server, "POST", "/v1/sessions/import", 409, "conflict", body)
+    assert server.client.post("/v1/sessions/import", content=body).json()["message"] == (
+        f"session {view['session_id']} exists already"
+    )
+    # the stored session is untouched, its continuation still answers
+    assert server.client.get(f"/v1/sessions/{view['session_id']}/export").json() == exported
+    # several imports of one new file at once: the database keeps exactly one
+    fresh = json.dumps({"agent": "deferring", "session": {**exported, "sessionId": str(uuid.uuid4()), "turns": []}})
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda _: server.client.post("/v1/sessions/import", content=fresh), range(4)))
+    assert sorted(a.status_code for a in answers) == [201, 409, 409, 409], [a.text for a in answers]
+    assert {a.json().get("error") for a in answers if a.status_code == 409} == {"conflict"}
 
 
 def test_body_over_the_limit(server: Server) -> None:

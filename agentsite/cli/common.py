@@ -314,13 +314,16 @@ def open_store(args: argparse.Namespace, command: str) -> None:
     migrate()
 
 
-def open_database(args: argparse.Namespace, command: str, *, first_only: bool = False) -> None:
+def open_database(args: argparse.Namespace, command: str, *, first_only: bool = False) -> Any:
     """What the one-shot commands that run sessions need: :func:`open_store`, the agents (exit 4
     when they do not load), and the embedded worker on the embedded default, so that runs go on
     in this process; scaled out (``REDIS_URL``), runs go to the Celery workers.
 
     Unlike ``serve``, nothing is recovered at start: another process (a server) may be running
     sessions of the same database right now.
+
+    Returns:
+        The embedded worker (``agentsite.embedded.EmbeddedWorker``), or ``None`` scaled out.
     """
     install_params_or_exit(args, command)
     apply_agent_flags(args, first_only=first_only)
@@ -333,4 +336,5 @@ def open_database(args: argparse.Namespace, command: str, *, first_only: bool = 
         from agentsite import embedded
         from sessions_app.dispatch import use_embedded_worker
 
-        embedded.start(env.int("AGENTS_WORKER_CONCURRENCY", default=4), use_embedded_worker)
+        return embedded.start(env.int("AGENTS_WORKER_CONCURRENCY", default=4), use_embedded_worker)
+    return None

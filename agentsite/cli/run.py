@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from agentsite.cli.prompt import add_prompt_flags, assemble_prompt, read_media
 
 #: Seconds between two progress lines' checks when stderr is a terminal.
 PROGRESS_EVERY_SECONDS = 0.5
+#: Seconds between two looks at the background calls a stopped run left going.
+SETTLE_POLL_SECONDS = 0.2
 #: The ``reason`` of the paused report.
 PAUSED_REASON = "waiting for deferred tool calls"
 
@@ -55,6 +58,35 @@ def wait_until_stopped(session_id: uuid.UUID, *, progress: bool) -> Any:
                 print(f"[{session.status}] turn {seen}: {head.get('tag', '-')}{detail}", file=sys.stderr)
         if session.status != "running":
             return session
+
+
+def wait_until_settled(session_id: uuid.UUID, worker: Any, *, progress: bool) -> Any:
+    """Wait for the run to stop, then for what goes on after it, until nothing is left: the
+    session's background calls (a detached call outlives the run that started it, docs/sessions.md
+    §4.6) and the runs their results start (docs/cli.md §3.1).
+
+    Args:
+        session_id: the session.
+        worker: this process's embedded worker, or ``None`` scaled out. Its being idle closes the
+            moment between a call's end and the mail that wakes the session: the thread that
+            records the end posts the mail before it is done.
+        progress: one line on stderr per new turn, and while calls go on.
+    Returns:
+        The session, read once nothing runs for it any more.
+    """
+    from sessions_app import selectors
+
+    told = None
+    while True:
+        wait_until_stopped(session_id, progress=progress)
+        # in this order: a call that has ended has woken its session already (or its thread is busy)
+        calls = selectors.background_calls_live(session_id)
+        if not calls and (worker is None or worker.idle()) and selectors.session_status(session_id) != "running":
+            return selectors.session_get(session_id)
+        if progress and calls and calls != told:
+            print(f"waiting for {calls} background call{'s' if calls > 1 else ''}", file=sys.stderr)
+        told = calls
+        time.sleep(SETTLE_POLL_SECONDS)
 
 
 def paused_report(session: Any) -> dict[str, Any]:
@@ -110,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     media = read_media(args.media)
     session_file = Path(args.session_file) if args.session_file else None
     existing = read_session_file(session_file) if session_file is not None and session_file.exists() else None
-    open_database(args, "run", first_only=True)
+    worker = open_database(args, "run", first_only=True)
     from agentsite.errors import ApiError
     from sessions_app import document as doc
     from sessions_app.services import sessions
@@ -128,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
     except ApiError as error:
         raise CliError(error.message) from error
-    session = wait_until_stopped(session.pk, progress=sys.stderr.isatty())
+    session = wait_until_settled(session.pk, worker, progress=sys.stderr.isatty())
     document = session.document
     if session_file is not None:
         write_session_file(session_file, document)

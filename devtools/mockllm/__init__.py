@@ -64,6 +64,15 @@ The counters belong to one server and are cleared by ``POST /_mock/reset``.
   when the request asked for streaming).
 - ``stream_error``: when streaming, send the content, then this message as an ``{"error": ...}``
   event instead of finishing; without streaming, answer HTTP 500 with it.
+- ``cut``: when streaming, close the connection part-way, with no ``finish_reason`` and no
+  ``[DONE]``: ``"after_text"`` after the first content piece (the role and reasoning chunks
+  sent), ``"mid_tool_call"`` after the first tool call's fragment with its id and name and the
+  first fragment of its arguments (``tool_calls`` required), ``"before_finish"`` after every
+  content piece and tool call fragment. Without streaming, the answer announces the whole
+  completion's ``Content-Length`` and sends half of it. Not with ``status``, ``malformed`` or
+  ``stream_error``.
+- ``cut_half_event`` (with ``cut``): ``true`` also sends the first half of the next event's
+  ``data:`` line, without its line end, before closing.
 
 Every successful answer carries a ``usage`` object with rough token counts (about four characters
 per token).

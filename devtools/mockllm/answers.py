@@ -146,6 +146,23 @@ class Answer:
         return chunks
 
 
+    def cut_stream(self, cut: str, include_usage: bool) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """A stream cut at ``cut`` (a reply's ``cut``, see the package docs): the chunks it sends
+        whole, and the chunk that would have come next (``None`` when there is none)."""
+        head = self.content_chunks()
+        full = head + self.closing_chunks(include_usage)
+        if cut == "after_text":
+            # after the first content piece (the role and reasoning chunks come before it)
+            whole = len(head) - len(_split_words(self.content or "")) + (1 if self.content else 0)
+        elif cut == "mid_tool_call":
+            # the first call's fragment with its id and name, and the first of its arguments'
+            pieces = len(_split_fragments(self.tool_calls[0]["function"]["arguments"])) if self.tool_calls else 0
+            whole = len(head) + 1 + (1 if pieces > 1 else 0)
+        else:  # before_finish
+            whole = len(full) - (2 if include_usage else 1)
+        return full[:whole], full[whole] if whole < len(full) else None
+
+
 def error_body(status: int, message: str) -> dict[str, Any]:
     """An OpenAI-style error body ``{"error": {"message", "type", "param", "code"}}`` for an HTTP status."""
     kind = "invalid_request_error" if status < 500 else "server_error"

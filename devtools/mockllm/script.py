@@ -14,7 +14,20 @@ _WHEN_KEYS: dict[str, tuple[type, ...]] = {
     "has_tool": (str,),
     "tool_results": (int,),
 }
-_REPLY_KEYS = {"content", "reasoning", "tool_calls", "status", "error", "delay", "malformed", "stream_error"}
+_REPLY_KEYS = {
+    "content",
+    "reasoning",
+    "tool_calls",
+    "status",
+    "error",
+    "delay",
+    "malformed",
+    "stream_error",
+    "cut",
+    "cut_half_event",
+}
+#: Where a reply's ``cut`` ends its stream (see the package docs).
+CUTS = ("after_text", "mid_tool_call", "before_finish")
 _RULE_KEYS = {"when", "reply", "times"}
 _TOOL_CALL_KEYS = {"name", "arguments", "id"}
 
@@ -89,6 +102,7 @@ def _validate_reply(where: str, reply: Any) -> None:
     calls = reply.get("tool_calls", [])
     if not isinstance(calls, list):
         raise ValueError(f"{where}: reply.tool_calls must be a list")
+    _validate_cut(where, reply)
     for position, call in enumerate(calls):
         at = f"{where}: reply.tool_calls[{position}]"
         if not isinstance(call, dict):
@@ -102,6 +116,22 @@ def _validate_reply(where: str, reply: Any) -> None:
             raise ValueError(f"{at}: 'arguments' must be an object or a JSON string")
         if "id" in call and not isinstance(call["id"], str):
             raise ValueError(f"{at}: 'id' must be a string")
+
+
+def _validate_cut(where: str, reply: dict[str, Any]) -> None:
+    if "cut" not in reply:
+        if "cut_half_event" in reply:
+            raise ValueError(f"{where}: reply.cut_half_event needs reply.cut")
+        return
+    if reply["cut"] not in CUTS:
+        raise ValueError(f"{where}: reply.cut must be one of {', '.join(CUTS)}")
+    if "cut_half_event" in reply and not isinstance(reply["cut_half_event"], bool):
+        raise ValueError(f"{where}: reply.cut_half_event must be true or false")
+    clash = sorted({"status", "malformed", "stream_error"} & set(reply))
+    if clash:
+        raise ValueError(f"{where}: reply.cut cannot be combined with reply.{clash[0]}")
+    if reply["cut"] == "mid_tool_call" and not reply.get("tool_calls"):
+        raise ValueError(f"{where}: reply.cut mid_tool_call needs reply.tool_calls")
 
 
 def load_script(path: str | Path) -> dict[str, Any]:

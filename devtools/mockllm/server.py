@@ -235,10 +235,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(500, error_body(500, reply["stream_error"]))
             elif reply.get("malformed"):
                 self._malformed(streaming)
+            elif "cut" in reply and not streaming:
+                self._cut_body(answer)
             elif streaming:
                 options = body.get("stream_options")
                 include_usage = isinstance(options, dict) and options.get("include_usage") is True
-                self._stream(answer, include_usage, reply.get("stream_error"))
+                if "cut" in reply:
+                    self._cut_stream(answer, include_usage, reply["cut"], reply.get("cut_half_event") is True)
+                else:
+                    self._stream(answer, include_usage, reply.get("stream_error"))
             else:
                 self._send_json(200, answer.completion())
         except (BrokenPipeError, ConnectionResetError):
@@ -296,6 +301,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(chunk)
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+    def _cut_stream(self, answer: Answer, include_usage: bool, cut: str, half_event: bool) -> None:
+        """Send the stream up to ``cut``, then half of the next event's line if asked, and close:
+        no ``finish_reason`` and no ``[DONE]`` (a provider whose connection broke)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        whole, following = answer.cut_stream(cut, include_usage)
+        for chunk in whole:
+            self._event(chunk)
+        if half_event and following is not None:
+            line = b"data: " + json.dumps(following).encode("utf-8")
+            self.wfile.write(line[: len(line) // 2])
+            self.wfile.flush()
+        self.close_connection = True
+
+    def _cut_body(self, answer: Answer) -> None:
+        """Announce the whole completion's length, send its first half and close."""
+        data = json.dumps(answer.completion()).encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.wfile.flush()
+        self.close_connection = True
 
     def _event(self, payload: dict[str, Any]) -> None:
         self.wfile.write(b"data: " + json.dumps(payload).encode("utf-8") + b"\n\n")

@@ -10,12 +10,13 @@ import functools
 import uuid
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from agentsite.errors import (
     BadRequest,
+    Conflict,
     NoActiveRun,
     RunInProgress,
     UnknownAgent,
@@ -140,18 +141,22 @@ def session_import(
     Raises:
         ApiError: 404 ``unknown_agent`` with ``require_agent`` and no such root agent.
         ApiError: 400 ``bad_request``: a document this server cannot read (naming the turn and
-            what is wrong), a ``sessionId`` that is not a UUID or is taken, a deferred call
-            without a usable continuation token.
+            what is wrong), a ``sessionId`` that is not a UUID, a deferred call without a usable
+            continuation token.
+        ApiError: 409 ``conflict``: a session with that ``sessionId`` exists (docs/api.md §7.16).
     """
     if require_agent and get_registry().get(agent_slug) is None:
         raise UnknownAgent(agent_slug)
     session_id = _readable_session_id(document)
     with transaction.atomic():
-        if Session.objects.filter(pk=session_id).exists():
-            raise BadRequest(f"session {session_id} exists already")
-        session = insert_session(
-            document, id=session_id, agent_slug=agent_slug, owner=owner, status=doc.status_of(document)
-        )
+        try:
+            # the primary key decides, so that two imports of one file at once cannot both store it
+            with transaction.atomic():
+                session = insert_session(
+                    document, id=session_id, agent_slug=agent_slug, owner=owner, status=doc.status_of(document)
+                )
+        except IntegrityError:
+            raise Conflict(f"session {session_id} exists already") from None
         adopt_deferred_calls(session, document)
     return session
 

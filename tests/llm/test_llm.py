@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from typing import Any
 
@@ -182,6 +183,62 @@ def test_error_event_mid_stream(mock_llm):
     with pytest.raises(LlmError) as caught:
         ask(server, stream=True)
     assert caught.value.detail == "LLM stream failed: overloaded"
+
+
+CUT_RULE = {
+    "content": "Partial answer that never ends",
+    "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+}
+
+
+@pytest.mark.parametrize("cancellable", [False, True], ids=["plain", "interruptible"])
+@pytest.mark.parametrize("half_event", [False, True], ids=["at-an-event-end", "in-half-an-event"])
+@pytest.mark.parametrize("cut", ["after_text", "mid_tool_call", "before_finish"])
+def test_a_cut_stream_is_an_error_after_its_deltas(mock_llm, cut: str, half_event: bool, cancellable: bool):
+    server = mock_llm({"rules": [{"reply": {**CUT_RULE, "cut": cut, "cut_half_event": half_event}}]})
+    deltas: list[str] = []
+    with pytest.raises(LlmError) as caught:
+        complete(
+            spec=make_spec(server.url),
+            api_key=None,
+            messages=user("hi"),
+            tools=[weather_tool()],
+            timeout=5,
+            on_text_delta=deltas.append,
+            cancel=threading.Event() if cancellable else None,
+        )
+    # a half event says so; otherwise the stream ended whole but without a finish_reason
+    expected = "it ended in the middle of an event" if half_event else "it ended before a finish_reason"
+    assert caught.value.detail == f"LLM stream was cut: {expected}"
+    assert "".join(deltas) == ("Partial " if cut == "after_text" else CUT_RULE["content"])
+    # a cut answer is not asked again: its pieces were already sent
+    assert len(server.requests) == 1
+
+
+def test_a_connection_broken_mid_stream_is_a_cut_and_is_not_retried():
+    # a chunked answer whose connection closes inside a chunk, as a provider's dying proxy does
+    listener = socket.create_server(("127.0.0.1", 0))
+    requests: list[bytes] = []
+    event = b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": "Partial "}}]}).encode() + b"\n\n"
+
+    def serve() -> None:
+        with listener:
+            connection, _ = listener.accept()
+            with connection:
+                requests.append(connection.recv(65536))
+                head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                connection.sendall(head + b"%x\r\n%s\r\n" % (len(event), event) + b"400\r\ndata: {")
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    deltas: list[str] = []
+    with pytest.raises(LlmError) as caught:
+        complete(
+            spec=make_spec(url), api_key=None, messages=user("hi"), tools=[], timeout=5, on_text_delta=deltas.append
+        )
+    assert caught.value.detail.startswith("LLM stream was cut: ") and "\n" not in caught.value.detail
+    assert "could not connect" not in caught.value.detail
+    assert deltas == ["Partial "] and len(requests) == 1
 
 
 # --------------------------------------------------------------------------------------------

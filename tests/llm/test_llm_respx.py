@@ -176,6 +176,74 @@ def test_a_stream_without_chunks_is_malformed(provider) -> None:
         ask(stream=True)
 
 
+def raw_stream(body: bytes) -> httpx.Response:
+    """A streamed answer of exactly these bytes."""
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+
+def test_a_stream_needs_a_finish_reason_but_not_its_done_line(provider) -> None:
+    no_finish = f"data: {json.dumps(chunk({'content': 'half an ans'}))}\n\ndata: [DONE]\n\n"
+    finished = f"data: {json.dumps(chunk({'content': 'whole'}, 'stop'))}\n\n"
+    route = provider.post(URL).mock(
+        side_effect=[
+            raw_stream(no_finish.encode()),
+            raw_stream(finished.encode()),
+            # a last [DONE] without its blank line still ends the stream whole
+            raw_stream((finished + "data: [DONE]\n").encode()),
+        ]
+    )
+    with pytest.raises(LlmError) as caught:
+        ask(stream=True)
+    assert caught.value.detail == "LLM stream was cut: it ended before a finish_reason"
+    assert ask(stream=True)[0].text == "whole"
+    assert ask(stream=True)[0].text == "whole"
+    assert route.call_count == 3
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        'data: {"id": "chatcmpl-s", "choi',  # half a line
+        f"data: {json.dumps(chunk({}, None, usage={'total_tokens': 3}))}\n",  # a whole line, no blank line
+        "event: message\n",  # another field
+    ],
+    ids=["half-a-line", "no-blank-line", "other-field"],
+)
+def test_a_stream_that_ends_inside_an_event_is_cut_even_after_its_finish_reason(provider, tail: str) -> None:
+    finished = f"data: {json.dumps(chunk({'content': 'all of it'}, 'stop'))}\n\n"
+    provider.post(URL).mock(return_value=raw_stream((finished + tail).encode()))
+    with pytest.raises(LlmError) as caught:
+        ask(stream=True)
+    assert caught.value.detail == "LLM stream was cut: it ended in the middle of an event"
+
+
+def test_a_comment_after_the_last_event_is_no_cut(provider) -> None:
+    finished = f"data: {json.dumps(chunk({'content': 'all of it'}, 'stop'))}\n\n: keepalive"
+    provider.post(URL).mock(return_value=raw_stream(finished.encode()))
+    assert ask(stream=True)[0].text == "all of it"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "finish_reason"),
+    [('{"city": "Os', "tool_calls"), ('{"city": "Oslo"', "length"), ("not json", "tool_calls")],
+)
+def test_streamed_tool_arguments_must_be_complete_json(provider, arguments: str, finish_reason: str) -> None:
+    provider.post(URL).mock(
+        return_value=sse(
+            chunk({"tool_calls": [{"index": 0, "id": "c0", "function": {"name": "get_weather", "arguments": "{}"}}]}),
+            chunk({"tool_calls": [{"index": 1, "id": "c1", "function": {"name": "get_weather"}}]}),
+            chunk({"tool_calls": [{"index": 1, "function": {"arguments": arguments}}]}),
+            chunk({}, finish_reason),
+        )
+    )
+    with pytest.raises(LlmError) as caught:
+        ask(stream=True)
+    assert caught.value.detail.startswith(
+        "LLM answer was malformed: the arguments of streamed tool call 1 (get_weather) are not complete JSON ("
+    )
+    assert "\n" not in caught.value.detail
+
+
 # --------------------------------------------------------------------------------------------
 # Errors and retries
 

@@ -298,6 +298,62 @@ def test_stream_error_mid_stream(mock_llm):
     assert chat(server, user("x")).status_code == 500
 
 
+CUT_REPLY = {
+    "content": "Partial answer that never ends",
+    "reasoning": "thinking first",
+    "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+}
+
+
+def _deltas(events: list[Any]) -> list[dict[str, Any]]:
+    return [e["choices"][0]["delta"] for e in events if e["choices"]]
+
+
+@pytest.mark.parametrize("include_usage", [False, True])
+def test_a_cut_stream_stops_where_its_rule_says_without_finishing(mock_llm, include_usage: bool):
+    rules = [
+        {"when": {"last_contains": cut}, "reply": {**CUT_REPLY, "cut": cut}}
+        for cut in ("after_text", "mid_tool_call", "before_finish")
+    ]
+    server = mock_llm({"rules": rules})
+    options = {"stream_options": {"include_usage": True}} if include_usage else {}
+
+    def cut_at(cut: str) -> list[dict[str, Any]]:
+        response = chat(server, user(cut), stream=True, **options)
+        assert response.status_code == 200 and response.text.endswith("\n\n")
+        events = sse_events(response)
+        assert "[DONE]" not in events and not any("usage" in e for e in events)
+        assert all(e["choices"][0]["finish_reason"] is None for e in events)
+        return _deltas(events)
+
+    after_text = cut_at("after_text")
+    assert [d.get("content") for d in after_text if d.get("content")] == ["Partial "]
+    assert "".join(d.get("reasoning_content", "") for d in after_text) == "thinking first"
+    assert not any("tool_calls" in d for d in after_text)
+    mid_call = cut_at("mid_tool_call")
+    assert "".join(d.get("content") or "" for d in mid_call) == CUT_REPLY["content"]
+    fragments = [f for d in mid_call for f in d.get("tool_calls", [])]
+    assert fragments[0]["function"]["name"] == "get_weather" and len(fragments) == 2
+    arguments = "".join(f["function"]["arguments"] for f in fragments)
+    assert arguments and json.dumps({"city": "Paris"}).startswith(arguments) and arguments != '{"city": "Paris"}'
+    before_finish = cut_at("before_finish")
+    whole = "".join(f["function"]["arguments"] for d in before_finish for f in d.get("tool_calls", []))
+    assert json.loads(whole) == {"city": "Paris"}
+
+
+def test_a_cut_stream_can_end_in_half_an_event_and_a_cut_body_is_half_sent(mock_llm):
+    server = mock_llm({"rules": [{"reply": {"content": "one two three", "cut": "after_text", "cut_half_event": True}}]})
+    response = chat(server, user("x"), stream=True)
+    whole, half = response.text.rsplit("\n\n", 1)
+    assert half.startswith("data: {") and "\n" not in half
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(half[len("data: ") :])
+    assert [d.get("content") for d in _deltas(sse_events(httpx.Response(200, text=whole)))] == ["", "one "]
+    # without streaming: the whole length announced, half of the body sent, then the close
+    with pytest.raises(httpx.RemoteProtocolError, match="incomplete|complete message body"):
+        chat(server, user("x"))
+
+
 # --------------------------------------------------------------------------------------------
 # Endpoints
 
@@ -348,6 +404,11 @@ def test_paths_models_and_unknown_routes(mock_llm):
         ({"rules": [{"times": 0, "reply": {}}]}, "times"),
         ({"rules": [{"reply": {"tool_calls": [{"arguments": {}}]}}]}, "'name'"),
         ({"rules": [{"reply": {}}, {"reply": {"tool_calls": [{"name": "t", "arguments": 3}]}}]}, "rule 1"),
+        ({"rules": [{"reply": {"cut": "halfway"}}]}, "reply.cut must be one of after_text"),
+        ({"rules": [{"reply": {"cut_half_event": True}}]}, "cut_half_event needs reply.cut"),
+        ({"rules": [{"reply": {"cut": "after_text", "cut_half_event": 1}}]}, "cut_half_event must be true"),
+        ({"rules": [{"reply": {"cut": "after_text", "malformed": True}}]}, "cannot be combined with reply.malformed"),
+        ({"rules": [{"reply": {"content": "x", "cut": "mid_tool_call"}}]}, "mid_tool_call needs reply.tool_calls"),
     ],
 )
 def test_invalid_scripts_are_refused(script, message):
