@@ -32,8 +32,9 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`\\]+")
 #: One ``name=value`` (or bare ``name``) of a query string; ``&`` and ``;`` both separate them.
 _QUERY_ITEM = re.compile(r"([^&;=]*)(=?)([^&;]*)")
 #: The one route whose path holds a credential: a continuation token completes its call
-#: (docs/api.md §8), so the segment after ``/v1/continuations/`` is a secret wherever it is written.
-_CONTINUATION_PATH = re.compile(r"(/v1/continuations/)[^/\s?#'\"]+")
+#: (docs/api.md §8), so the segment after ``/continuations/`` is a secret wherever it is written,
+#: whatever comes before it (``/v1//continuations/``, ``/v1/x/../continuations/``) and in any case.
+_CONTINUATION_PATH = re.compile(r"(/continuations/+)[^/\s?#'\"]+", re.IGNORECASE)
 
 
 def redact(text: str, secrets: Iterable[str], token_digests: Iterable[bytes] = ()) -> str:
@@ -109,9 +110,9 @@ def redact_urls(text: str) -> str:
 
 def redact_for_log(text: str) -> str:
     """``text`` as a log line may hold it: its URLs redacted (:func:`redact_urls`) and any
-    continuation token of a ``/v1/continuations/<token>`` path replaced by ``***`` (an access log
+    continuation token of a ``.../continuations/<token>`` path replaced by ``***`` (an access log
     line's path, Django's "Internal Server Error: <path>")."""
     text = redact_urls(text)
-    if "/v1/continuations/" not in text:
+    if "/continuations/" not in text.lower():
         return text
     return _CONTINUATION_PATH.sub(rf"\g<1>{URL_MASK}", text)

@@ -59,6 +59,9 @@ def test_redact_urls_and_log_text() -> None:
         "Internal Server Error: /v1/continuations/***"
     )
     assert redact_for_log(f"/v1/continuations/{token}/x") == "/v1/continuations/***/x"
+    # a client's doubled slash or a dot segment reaches the log as sent: the token is still hidden
+    assert redact_for_log(f'"path": "/v1//continuations/{token}"') == '"path": "/v1//continuations/***"'
+    assert redact_for_log(f"/v1/x/../Continuations//{token}") == "/v1/x/../Continuations//***"
 
 
 def test_the_json_formatter_redacts_every_text_of_a_line() -> None:

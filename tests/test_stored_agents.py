@@ -199,7 +199,10 @@ def test_every_refusal_leaves_the_stored_agents_alone(setup: tuple[Server, MockL
     # toolboxes that read the server's files, and helpers by path
     for key, value in (
         ("openApiToolboxes", [{"tag": "OpenAPIServer", "contents": {"SpecUrl": "spec.json", "BaseUrl": "http://x"}}]),
-        ("openApiToolboxes", [{"tag": "OpenAPIServer", "contents": {"SpecUrl": "file:///etc/x", "BaseUrl": "http://x"}}]),
+        (
+            "openApiToolboxes",
+            [{"tag": "OpenAPIServer", "contents": {"SpecUrl": "file:///etc/x", "BaseUrl": "http://x"}}],
+        ),
         ("postgrestToolboxes", [{"tag": "PostgRESTToolbox", "contents": {}}]),
         ("skillSources", [{"tag": "SkillDirectory", "contents": "skills"}]),
         ("autoEnableSkills", ["writing"]),
@@ -268,3 +271,24 @@ def test_edits_reach_every_server_and_worker_at_once(
     assert second.client.delete("/v1/agents/shouter", headers=owner("root")).status_code == 200
     refused_on_first = first.client.get("/v1/agents/shouter", headers=owner("alice"))
     assert refused_on_first.status_code == 404 and refused_on_first.json()["error"] == "unknown_agent"
+
+
+def test_a_stored_agent_whose_tools_cannot_be_built_does_not_keep_the_server_from_starting(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(SCRIPT)
+    plain = write_agent(tmp_path, "plain", llm.url)
+    args = ["--auth-tokens", str(write_tokens(tmp_path)), "--admin-owners", "root"]
+    first = start_server([plain], extra_args=args)
+    # the document's host goes away after the agent was stored: nothing listens on port 9 here
+    toolbox = {
+        "tag": "OpenAPIServer",
+        "contents": {"SpecUrl": "http://127.0.0.1:9/spec", "BaseUrl": "http://127.0.0.1:9", "Name": "t"},
+    }
+    assert _put(first, "gone", agent_body(llm.url, openApiToolboxes=[toolbox])).status_code == 201
+    first.stop()
+    second = start_server([plain], db=first.db, extra_args=args)
+    assert second.client.get("/healthz").status_code == 200
+    refused(second, "GET", "/v1/agents/gone", 400, "agent_failed_to_load", headers=owner("alice"))
+    assert "agents.stored_load_failed" in second.process.output()
+    assert _run(second, "plain")["status"] == "idle"

@@ -230,6 +230,7 @@ def load_agents_or_exit(code: int = EXIT_USAGE) -> None:
     from agents_app.loader import AgentLoadError
     from agents_app.registry import load_registry_from_settings, set_registry
     from agents_app.runtime import reset_runtime_agents, runtime_agent
+    from agentsite.errors import ApiError
     from tools_app.toolset import ToolBuildError
 
     try:
@@ -250,6 +251,7 @@ def load_agents_or_exit(code: int = EXIT_USAGE) -> None:
         print(f"agents: {problem}", file=sys.stderr)
     if problems:
         raise SystemExit(code)
+    file_slugs = registry.file_slugs()
     for agent in registry.roots():
         try:
             built = runtime_agent(agent.spec.slug)
@@ -257,6 +259,16 @@ def load_agents_or_exit(code: int = EXIT_USAGE) -> None:
             for problem in error.problems:
                 print(f"agents: {agent.spec.slug}: {problem}", file=sys.stderr)
             raise SystemExit(code) from error
+        except ApiError as error:
+            if agent.spec.slug in file_slugs:
+                raise
+            # a stored agent whose tools cannot be built here (its document host is down, say)
+            # must not keep the server from starting: it answers agent_failed_to_load when used
+            log.warning(
+                "stored agent failed to load",
+                extra={"kind": "agents.stored_load_failed", "agent": agent.spec.slug, "reason": error.message},
+            )
+            continue
         for warning in built.toolset.warnings:
             log.warning("tool skipped", extra={"kind": "tools.skipped", "agent": agent.spec.slug, "reason": warning})
         for notice in built.toolset.notices:
@@ -278,7 +290,11 @@ def parameter_problems(registry: Any) -> list[str]:
         f"--set/--pin {name}: no loaded agent declares this parameter"
         for name in undeclared_process_names([a.spec for a in agents.values()], process_values())
     ]
+    file_slugs = registry.file_slugs()
     for slug, agent in agents.items():
+        if slug not in file_slugs:
+            # a stored agent's missing values refuse its sessions (params_required), not the process
+            continue
         parameters = AgentParameters.load(agent.spec, base_dir=agent.base_dir, api_keys=registry.api_keys)
         problems.extend(f"{slug}: {problem}" for problem in parameters.process_problems())
     return problems

@@ -196,3 +196,45 @@ def test_a_yielded_lookalike_of_a_library_request_is_an_ordinary_value(tmp_path:
       return {{ok = ok, same = first == fake, name = name}}"""
     assert value(run(tmp_path, script)) == {"ok": True, "same": True, "name": "fs_write"}
     assert not marker.exists()
+
+
+#: A stand-in for the server: it runs one Lua call that loops until its 60 s limit.
+_SERVER = """
+import django, sys
+django.setup()
+from pathlib import Path
+from tests.tools.test_lua_toolbox import run
+run(Path(sys.argv[1]), 'while true do end', MaxExecutionTimeSeconds=60)
+"""
+
+
+def _lua_children_of(pid: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"lua_child.py" in cmdline and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_script_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.harness import ROOT, wait_until
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings.test", "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, str(tmp_path)], env=env, cwd=ROOT)
+    try:
+        [child] = wait_until(lambda: _lua_children_of(server.pid), timeout=60)
+        server.send_signal(signal.SIGKILL)  # a crash: nothing of the server runs any more
+        server.wait()
+        wait_until(lambda: not Path(f"/proc/{child}").exists(), timeout=5)
+    finally:
+        server.kill()
+        server.wait()

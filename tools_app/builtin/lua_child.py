@@ -346,8 +346,25 @@ def limit_self(job: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
 
 
+def die_with_server(server_pid: int) -> None:
+    """Be killed when the server's thread that started this process ends, a crash of the server
+    included (``PR_SET_PDEATHSIG``): otherwise a script past its deadline would run on, up to its
+    CPU limit, once nobody is left to kill it. Exit at once when the server is already gone."""
+    import ctypes
+    import os
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != server_pid:
+        os._exit(1)
+
+
 def main() -> None:
     """Read the job, limit this process, run the script and write its ``done`` message."""
+    import os
+
+    die_with_server(os.getppid())
     sys.path.insert(0, sys.argv[1])
     import lupa.lua54 as lua
 
