@@ -338,11 +338,19 @@ def main() -> int:
         stop = threading.Event()
         kills: Counter[str] = Counter()
 
+        kills_done = threading.Event()
+
         def killer() -> None:
-            while kills.total() < args.kills and not stop.wait(random.uniform(0.5, 1.5) * args.kill_every):
-                kind = "server" if kills.total() % 2 == 0 else "worker"
-                fleet.kill(kind, random.randrange(2))
-                kills[kind] += 1
+            try:
+                while kills.total() < args.kills and not stop.wait(random.uniform(0.5, 1.5) * args.kill_every):
+                    kind = "server" if kills.total() % 2 == 0 else "worker"
+                    fleet.kill(kind, random.randrange(2))
+                    kills[kind] += 1
+            finally:
+                kills_done.set()
+                # what this thread started again dies with it (bench/common.py asks the kernel for
+                # that, per thread), so it lives on until the checks are over
+                stop.wait()
 
         started = time.monotonic()
         chaos = threading.Thread(target=killer, name="killer", daemon=True)
@@ -358,7 +366,7 @@ def main() -> int:
             while time.monotonic() < client.deadline:
                 with tickets_lock:
                     index = next(tickets)
-                    if index >= args.sessions and (kills.total() >= args.kills or not chaos.is_alive()):
+                    if index >= args.sessions and kills_done.is_set():
                         return
                 sid = drive(client, index)
                 with tickets_lock:
@@ -366,14 +374,18 @@ def main() -> int:
 
         with phase(f"at least {args.sessions} sessions by {args.clients} clients, {args.kills} kills"):
             with ThreadPoolExecutor(args.clients) as pool:
-                for future in [pool.submit(session_after_session) for _ in range(args.clients)]:
-                    future.result()
-            stop.set()
-            chaos.join(150)
+                try:
+                    for future in [pool.submit(session_after_session) for _ in range(args.clients)]:
+                        future.result()
+                except BaseException:
+                    client.deadline = 0.0  # Ctrl-C, SIGTERM: every client stops at its next request
+                    raise
+            kills_done.wait(150)
             fleet.ensure_up()
         wall = time.monotonic() - started
         with phase("checking every session"):
             counts = check(fleet, client, sids, len(sids), ledger)
+        stop.set()
     print(f"sessions: {len(sids)}, servers killed: {kills['server']}, workers killed: {kills['worker']}")
     print(f"requests retried: {client.retries}")
     for name, value in counts.items():

@@ -44,7 +44,11 @@ def test_agents_health_and_openapi(setup: tuple[Server, MockLlmServer]) -> None:
     assert alpha["description"] == "the alpha test agent"
     assert alpha["model"] == {"name": "scripted", "url": llm.url, "flavor": "OpenAIv1"}
     assert alpha["source"] == "file" and alpha["prompt"] == "You are alpha."
-    assert server.client.get("/healthz").json() == {"ok": True, "live_sessions": 0, "active_runs": 0}
+    health = server.client.get("/healthz").json()
+    recovery = health.pop("recovery")
+    assert health == {"ok": True, "live_sessions": 0, "active_runs": 0}
+    # the embedded server sweeps at its start (docs/sessions.md §4.9)
+    assert recovery["stale"] is False and recovery["sweep_every_seconds"] == 10 and recovery["last_sweep_at"]
     schema = server.client.get("/openapi.json")
     assert schema.status_code == 200 and schema.headers["content-type"].startswith("application/")
     document = schema.json()
