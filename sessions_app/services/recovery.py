@@ -19,7 +19,7 @@ from sessions_app import document as doc
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
 from sessions_app.event_types import EventKind, RunStopped, SessionFailed
-from sessions_app.models import Session
+from sessions_app.models import Continuation, Session
 from sessions_app.services import params as values
 from sessions_app.services.tree import STRANDED, deliver_to_parent, free_stranded_children, waits_on
 from sessions_app.store import lock_session, run_fields, store, store_columns
@@ -82,6 +82,10 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 document, detail = _lost_parameters(session, document)
                 status = Session.Status.PAUSED if stop == mailbox.Control.PAUSE else doc.status_of(document)
             outcome = _helper_outcome(session, status, stop)
+            if outcome == _Helper.LEAVE and _results_wait_for_a_run(session, document, stop):
+                # a deferred result posted while the dead run held the session was queued for that
+                # run (docs/sessions.md §4.8): its client asked for the run that folds it in
+                outcome = _Helper.RESUME
             if outcome == _Helper.RESUME:
                 session = store(session, document, **{**released, **run_fields("until_blocked")})
                 enqueue_run(session.pk, session.run_id)
@@ -114,6 +118,17 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 enqueue_run(session_id, run_id)
             resent.append(str(session_id))
     return recovered, resent
+
+
+def _results_wait_for_a_run(session: Session, document: dict[str, Any] | None, stop: mailbox.Control | None) -> bool:
+    """Whether a taken-over session holds deferred results posted and never applied (a
+    Continuation completed while its run was going), with nothing stopping a new run."""
+    return (
+        document is not None
+        and stop is None
+        and session.takeovers < MAX_HELPER_RESUMES
+        and Continuation.objects.filter(session=session, completed_at__isnull=False, applied_at__isnull=True).exists()
+    )
 
 
 class _Helper(StrEnum):

@@ -12,7 +12,7 @@ from agentsite.common import db_now
 from agentsite.errors import RunInProgress
 from sessions_app import document as doc
 from sessions_app import mailbox
-from sessions_app.models import Event, Session
+from sessions_app.models import Continuation, Event, Session
 from sessions_app.outcomes import NewContinuation
 from sessions_app.services import sessions
 from sessions_app.services.continuations import create_continuations
@@ -185,3 +185,25 @@ def test_resume_on_a_parent_sets_its_stranded_helper_moving_and_is_refused_when_
     assert refused.value.code == "run_in_progress"
     assert Session.objects.get(pk=child.pk).version == moving.version
     assert len(worker.runs()) == 1
+
+
+def test_a_result_posted_for_a_run_that_died_starts_the_run_that_folds_it_in(
+    worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    # the run deferred a call and was still going when the worker answered it (the result was
+    # queued for that run), then its worker died: the session must not wait for a result it has
+    call = ToolCallFactory(function={"name": "lookup", "arguments": "{}"})
+    token = str(uuid.uuid4())
+    tracked = doc.tracked_call(call, "Deferred", {"tag": "defer"}, continuation=token)
+    head = doc.partial_turn("You look things up.", [], [tracked])
+    session = claimed(
+        lease_left=timedelta(seconds=-5), turns=[head, LlmTurnFactory(text="", tool_calls=[call]), UserTurnFactory()]
+    )
+    Continuation.objects.filter(pk=token).update(result=json.dumps("42"), completed_at=db_now())
+    untouched = claimed(lease_left=timedelta(seconds=-5), turns=[LlmTurnFactory(), UserTurnFactory()])
+    with django_capture_on_commit_callbacks(execute=True):
+        recover_stale_runs(all_claimed=False)
+    stored = Session.objects.get(pk=session.pk)
+    assert stored.status == Session.Status.RUNNING and stored.run_id not in (None, session.run_id)
+    assert worker.runs() == [[str(session.pk), str(stored.run_id)]]
+    assert Session.objects.get(pk=untouched.pk).status == Session.Status.IDLE, "nothing else resumes by itself"
