@@ -208,17 +208,12 @@ class Client:
             time.sleep(0.2 + random.random() * 0.3)
 
 
-def drive(client: Client, index: int) -> str | None:
-    """Create one session and see it to its end; return its id (None when creation never answered)."""
-    body = {"agent": "soak", "prompt": f"question {index}"}
-    try:
-        created = client.request("POST", "/v1/sessions", key=f"soak-create-{index}-{uuid.uuid4().hex}", body=body)
-    except TimeoutError:
-        return None
-    sid = created.json()["session_id"]
+def follow(client: Client, sid: str, deadline: float) -> None:
+    """Follow session ``sid`` until it stops (``idle``, ``failed``, or ``ready`` for a few seconds on
+    end) or ``deadline`` (monotonic seconds), answering each deferred call once."""
     answered: set[str] = set()
     ready_since: float | None = None
-    while time.monotonic() < client.deadline:
+    while time.monotonic() < deadline:
         try:
             view = client.request("GET", f"/v1/sessions/{sid}?wait=true&timeout=10").json()
         except TimeoutError:
@@ -238,6 +233,17 @@ def drive(client: Client, index: int) -> str | None:
                 )
                 answered.add(token)
         time.sleep(0.1)
+
+
+def drive(client: Client, index: int) -> str | None:
+    """Create one session and see it to its end; return its id (None when creation never answered)."""
+    body = {"agent": "soak", "prompt": f"question {index}"}
+    try:
+        created = client.request("POST", "/v1/sessions", key=f"soak-create-{index}-{uuid.uuid4().hex}", body=body)
+    except TimeoutError:
+        return None
+    sid = created.json()["session_id"]
+    follow(client, sid, client.deadline)
     return sid
 
 
@@ -263,10 +269,8 @@ def resume_left_ready(client: Client, sids: list[str]) -> int:
     unfinished = 0
     for sid in sids:
         client.request("POST", f"/v1/sessions/{sid}/resume", key=f"soak-resume-{sid}")
-        status = "ready"
-        while status not in ("idle", "failed") and time.monotonic() < client.deadline + 300:
-            status = client.request("GET", f"/v1/sessions/{sid}?wait=true&timeout=10").json()["status"]
-        unfinished += int(status != "idle")
+        follow(client, sid, time.monotonic() + 120)
+        unfinished += int(client.request("GET", f"/v1/sessions/{sid}").json()["status"] != "idle")
     return unfinished
 
 
