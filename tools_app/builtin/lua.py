@@ -109,7 +109,7 @@ class _Child:
         self.cancel = cancel
         self.buffer = bytearray()
         self.proc = subprocess.Popen(  # noqa: S603 - our own child program under this interpreter
-            [sys.executable, "-I", "-S", str(CHILD), _lupa_directory()],
+            [sys.executable, "-I", "-S", str(CHILD), _lupa_directory(), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -1,7 +1,7 @@
 """The process that runs one Lua script for the Lua toolbox (README, "Built-in toolboxes";
 docs/tools.md, "The Lua toolbox").
 
-Started by :mod:`tools_app.builtin.lua` as ``python -I -S lua_child.py LUPA_DIR`` in a session of
+Started by :mod:`tools_app.builtin.lua` as ``python -I -S lua_child.py LUPA_DIR SERVER_PID`` in a session of
 its own, with an empty environment, no inherited file descriptors but its three pipes, and
 killed with its process group at the call's deadline. It imports nothing of the server: only the
 standard library and ``lupa`` (from ``LUPA_DIR``, since ``-S`` leaves site-packages out).
@@ -349,7 +349,13 @@ def limit_self(job: dict[str, Any]) -> None:
 def die_with_server(server_pid: int) -> None:
     """Be killed when the server's thread that started this process ends, a crash of the server
     included (``PR_SET_PDEATHSIG``): otherwise a script past its deadline would run on, up to its
-    CPU limit, once nobody is left to kill it. Exit at once when the server is already gone."""
+    CPU limit, once nobody is left to kill it. Exit at once when the server is already gone: it
+    can die between this process's start and the ``prctl`` call, and then no signal comes.
+
+    Args:
+        server_pid: the server's process id, passed on the command line by the server (reading
+            ``getppid()`` here would read the adopting process once the server is gone).
+    """
     import ctypes
     import os
     import signal
@@ -361,10 +367,10 @@ def die_with_server(server_pid: int) -> None:
 
 
 def main() -> None:
-    """Read the job, limit this process, run the script and write its ``done`` message."""
-    import os
+    """Read the job, limit this process, run the script and write its ``done`` message.
 
-    die_with_server(os.getppid())
+    Arguments: the directory holding ``lupa``, then the server's process id."""
+    die_with_server(int(sys.argv[2]))
     sys.path.insert(0, sys.argv[1])
     import lupa.lua54 as lua
 
