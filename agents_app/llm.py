@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agents_app.schema import AgentSpec
+from agentfiles.schema import AgentSpec
 
 if TYPE_CHECKING:
     import openai

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from agentsite.common import TextJSONField
+from foundation.common import TextJSONField
 
 
 class StoredAgent(models.Model):

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agents_app.bindings import EVERYWHERE, ScopedBinding, descend, glob_matches, parse_address
-from agents_app.parameters import AgentParameters, ParamValue
-from agents_app.schema import AgentSpec, BindingValue
+from agentfiles.bindings import EVERYWHERE, ScopedBinding, descend, glob_matches, parse_address
+from agentfiles.parameters import AgentParameters, ParamValue
+from agentfiles.schema import AgentSpec, BindingValue
 from tools_app.base import Tool, ToolContext, ToolResult
 from tools_app.bound import ArgBinding, BoundTool
 from tools_app.subagent import SubAgentTool, helper_slug

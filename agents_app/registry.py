@@ -12,8 +12,8 @@ import threading
 
 from django.conf import settings
 
-from agents_app.keys import load_api_keys, load_owner_api_keys
-from agents_app.loader import AgentTree, LoadedAgent, load_agent_files
+from agentfiles.keys import load_api_keys, load_owner_api_keys
+from agentfiles.loader import AgentTree, LoadedAgent, load_agent_files
 from agents_app.stored import StoredAgentCache, StoredInfo
 
 
@@ -107,8 +107,8 @@ def load_registry_from_settings() -> AgentRegistry:
     """Load the agent files and keys file named in ``settings.AGENTS``.
 
     Raises:
-        agents_app.loader.AgentLoadError: an agent file fails to load.
-        agents_app.keys.ApiKeysError: a keys file (shared or an owner's) is missing or malformed.
+        agentfiles.loader.AgentLoadError: an agent file fails to load.
+        agentfiles.keys.ApiKeysError: a keys file (shared or an owner's) is missing or malformed.
     """
     config = settings.AGENTS
     return AgentRegistry(

@@ -6,9 +6,9 @@ operator reads the same account of an agent whichever way it was written.
 
 from __future__ import annotations
 
-from agents_app.loader import LoadedAgent
+from agentfiles.loader import LoadedAgent
+from agentfiles.parameters import AgentParameters
 from agents_app.narrowing import DERIVE_NAME, DESCRIBE_NAME
-from agents_app.parameters import AgentParameters
 from tools_app.mcp.toolbox import McpToolbox
 from tools_app.subagent import PREFIX
 from tools_app.toolset import ToolSet

@@ -11,13 +11,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.keys import api_key_for, fallback_api_key
-from agents_app.loader import AgentTree, LoadedAgent
+from agentfiles.keys import api_key_for, fallback_api_key
+from agentfiles.loader import AgentTree, LoadedAgent
+from agentfiles.parameters import AgentParameters, ParamValue
 from agents_app.narrowing import helper_tools
-from agents_app.parameters import AgentParameters, ParamValue
 from agents_app.registry import get_registry
 from agents_app.stored import relative_to
-from agentsite.errors import AgentFailedToLoad, UnknownAgent
+from foundation.errors import AgentFailedToLoad, UnknownAgent
 from tools_app.activation import HistorySource
 from tools_app.base import VisibleParams
 from tools_app.policy import ToolCallPolicy

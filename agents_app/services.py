@@ -16,13 +16,13 @@ from typing import Any
 
 from django.db import transaction
 
+from agentfiles.loader import LoadedAgent
+from agentfiles.parameters import AgentParameters, process_values, with_problems
 from agents_app import stored
-from agents_app.loader import LoadedAgent
 from agents_app.models import StoredAgent, StoredAgentsGeneration, StoredAgentVersion
-from agents_app.parameters import AgentParameters, process_values, with_problems
 from agents_app.registry import get_registry
-from agentsite.common import db_now
-from agentsite.errors import (
+from foundation.common import db_now
+from foundation.errors import (
     AgentDefinedByFile,
     AgentFailedToLoad,
     AgentInUse,

@@ -29,11 +29,11 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agents_app.builtins import builtin_paths
-from agents_app.loader import AgentLoadError, AgentTree, LoadedAgent, parse_agent_document
-from agents_app.schema import AgentSpec, unwrap_agent_json
-from agentsite.api import require_unicode
-from agentsite.errors import (
+from agentfiles.builtins import builtin_paths
+from agentfiles.loader import AgentLoadError, AgentTree, LoadedAgent, parse_agent_document
+from agentfiles.schema import AgentSpec, unwrap_agent_json
+from foundation.api import require_unicode
+from foundation.errors import (
     AgentFailedToLoad,
     AgentInvalidPaths,
     AgentRunsCommands,

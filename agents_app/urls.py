@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agents_app.views import AgentViewSet
-from agentsite.routers import ApiRouter
+from foundation.routers import ApiRouter
 
 router = ApiRouter()
 router.register("v1/agents", AgentViewSet, basename="agent")

@@ -13,14 +13,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentfiles.loader import LoadedAgent
+from agentfiles.parameters import AgentParameters
 from agents_app import services
-from agents_app.loader import LoadedAgent
-from agents_app.parameters import AgentParameters
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
-from agentsite.api import ApiViewSet, error_responses, json_object_body, require_name
-from agentsite.common import Rfc3339Field, render, rfc3339
-from agentsite.errors import AgentFailedToLoad, UnknownAgent
+from foundation.api import ApiViewSet, error_responses, json_object_body, require_name
+from foundation.common import Rfc3339Field, render, rfc3339
+from foundation.errors import AgentFailedToLoad, UnknownAgent
 
 log = logging.getLogger("agents.views")
 

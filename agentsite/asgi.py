@@ -13,8 +13,8 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up)
 from django.urls import path, re_path  # noqa: E402
 
-from agentsite.access import WebsocketAccess  # noqa: E402
-from agentsite.middleware import StaticFiles  # noqa: E402
+from foundation.access import WebsocketAccess  # noqa: E402
+from foundation.middleware import StaticFiles  # noqa: E402
 from sessions_app.consumers import EventsConsumer, NotFoundConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(

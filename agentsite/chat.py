@@ -14,9 +14,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from agentsite.auth import auth_config
-from agentsite.env import LOOPBACK_HOSTS
-from agentsite.errors import MethodNotAllowed, NotFound, json_error
+from foundation.auth import auth_config
+from foundation.env import LOOPBACK_HOSTS
+from foundation.errors import MethodNotAllowed, NotFound, json_error
 
 
 def is_loopback_bind(bind: str) -> bool:

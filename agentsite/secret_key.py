@@ -18,7 +18,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import data_dir, database_url, env, sqlite_file
+from foundation.env import data_dir, database_url, env, sqlite_file
 
 KEY_FILE = "agents-secret-key"
 

@@ -1,5 +1,5 @@
 """The HTTP server (daphne) with a graceful shutdown (docs/api.md §14.2), limits on request
-heads (docs/api.md §1.5: ``agentsite.http_limits``) and an optional Unix socket (``--socket``).
+heads (docs/api.md §1.5: ``foundation.http_limits``) and an optional Unix socket (``--socket``).
 
 On SIGTERM or SIGINT: stop listening, end the event streams and answer ``wait=true`` requests
 with the current state, give the other requests up to ``--shutdown-grace`` seconds, then exit 0.
@@ -67,7 +67,7 @@ def serve(bind: str, port: int, grace: float, unix_socket: str | None = None) ->
     from twisted.internet.endpoints import quoteStringArgument
 
     from agentsite.asgi import application
-    from agentsite.http_limits import install
+    from foundation.http_limits import install
     from sessions_app import hub
 
     install(settings.AGENTS["HEADER_TIMEOUT"], settings.AGENTS["BODY_TIMEOUT"])

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from agentsite.chat import chat_page
-from agentsite.openapi import OpenApiDocumentViewSet
+from foundation.openapi import OpenApiDocumentViewSet
 
 urlpatterns = [
     path("openapi.json", OpenApiDocumentViewSet.as_view({"get": "list"}), name="openapi"),
@@ -16,6 +16,6 @@ urlpatterns = [
     path("", chat_page, name="chat"),
 ]
 
-handler400 = "agentsite.errors.handler400"
-handler404 = "agentsite.access.not_found"
-handler500 = "agentsite.errors.handler500"
+handler400 = "foundation.errors.handler400"
+handler404 = "foundation.access.not_found"
+handler500 = "foundation.errors.handler500"

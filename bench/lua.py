@@ -26,7 +26,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
 import lupa.lua54 as lua  # noqa: E402
 
-from agents_app.builtins import parse_builtin_toolboxes  # noqa: E402
+from agentfiles.builtins import parse_builtin_toolboxes  # noqa: E402
 from tools_app.base import ToolContext  # noqa: E402
 from tools_app.builtin.lua import LuaTool  # noqa: E402
 from tools_app.builtin.sandbox import FileSandbox  # noqa: E402

@@ -15,13 +15,13 @@ from typing import Any
 from django import forms
 from pydantic import TypeAdapter, ValidationError
 
+from agentfiles.loader import format_validation_errors
+from agentfiles.schema import BashToolbox, Binding, ParameterDecl, PolicyRule, Tagged
 from agents_app import services
-from agents_app.loader import format_validation_errors
 from agents_app.models import StoredAgent
 from agents_app.registry import get_registry
 from agents_app.report import stored_check_lines
-from agents_app.schema import BashToolbox, Binding, ParameterDecl, PolicyRule, Tagged
-from agentsite.errors import ApiError
+from foundation.errors import ApiError
 
 #: The flavors offered (docs/agents.md; ``openai`` and ``OpenAI`` are older spellings of OpenAIv1).
 FLAVORS = [

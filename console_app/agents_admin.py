@@ -25,8 +25,8 @@ from django.utils.html import format_html
 from agents_app import services
 from agents_app.models import StoredAgent
 from agents_app.runtime import runtime_agent
-from agentsite.errors import ApiError
 from console_app.agent_form import StoredAgentForm
+from foundation.errors import ApiError
 from sessions_app.models import Session
 from tools_app.toolset import ToolBuildError
 

@@ -26,9 +26,9 @@ from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.timesince import timesince
 
-from agentsite.errors import ApiError
 from console_app.readonly import ReadOnlyAdmin
 from console_app.sessions_admin import ANSWER_PERMISSION, CompleteCallForm
+from foundation.errors import ApiError
 from sessions_app.models import Continuation, Event, MailEnvelope
 from sessions_app.services import continuations
 

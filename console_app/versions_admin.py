@@ -17,9 +17,9 @@ from django.urls import URLPattern, path, reverse
 
 from agents_app import services
 from agents_app.models import StoredAgent, StoredAgentVersion
-from agentsite.errors import ApiError
 from console_app.diff import version_diff
 from console_app.readonly import ReadOnlyAdmin
+from foundation.errors import ApiError
 
 
 def _can_edit(request: HttpRequest) -> bool:

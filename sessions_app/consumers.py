@@ -15,8 +15,8 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from agentsite.access import can_see, identify
-from agentsite.errors import ApiError
+from foundation.access import can_see, identify
+from foundation.errors import ApiError
 from sessions_app import streams
 from sessions_app.models import Session
 from sessions_app.serializers import meta_view

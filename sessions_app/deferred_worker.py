@@ -114,7 +114,7 @@ def _complete_in_database(token: str, result: Any, resume: bool) -> None:
         # the worker's own logging (Celery's) stays as it is: the server's would replace it
         settings.LOGGING_CONFIG = None
     django.setup()
-    from agentsite.errors import ApiError
+    from foundation.errors import ApiError
     from sessions_app.services.continuations import continuation_complete
 
     try:

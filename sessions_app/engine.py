@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db import close_old_connections
 
-from agents_app.bindings import ScopedBinding
+from agentfiles.bindings import ScopedBinding
+from agentfiles.parameters import ParamValue
 from agents_app.llm import LlmCancelled, complete
 from agents_app.narrowing import NarrowingError, derived_table, prepare_helper_call
-from agents_app.parameters import ParamValue
 from agents_app.runtime import RuntimeAgent, runtime_agent
 from sessions_app import background, executor, isolation
 from sessions_app import document as doc

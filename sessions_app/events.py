@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentsite.common import once_per_transaction
+from foundation.common import once_per_transaction
 from sessions_app import hub
 from sessions_app.dispatch import enqueue_watched_event
 from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn

@@ -23,8 +23,8 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentsite.auth import Principal
-from agentsite.errors import InvalidIdempotencyKey
+from foundation.auth import Principal
+from foundation.errors import InvalidIdempotencyKey
 from sessions_app.services import idempotency
 
 HEADER = "Idempotency-Key"

@@ -19,9 +19,9 @@ from typing import Any
 import jiter
 from django.conf import settings
 
-from agentsite.errors import ApiError
-from agentsite.isolation import IsolationSpec
-from agentsite.toolenv import base_environment
+from foundation.errors import ApiError
+from foundation.isolation import IsolationSpec
+from foundation.toolenv import base_environment
 from sessions_app.services.continuations import normalize_tool_result
 from tools_app.base import Tool, ToolContext, ToolLookup, ToolResult, cap_result
 from tools_app.bash.process import run_process, tail_text

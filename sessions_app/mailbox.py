@@ -14,9 +14,9 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from agentsite.api import require_name
-from agentsite.common import is_base64, rfc3339
-from agentsite.errors import BadRequest
+from foundation.api import require_name
+from foundation.common import is_base64, rfc3339
+from foundation.errors import BadRequest
 from sessions_app import background
 from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session

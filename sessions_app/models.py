@@ -17,8 +17,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from agentsite.common import TextJSONField, dump_json_text
-from agentsite.errors import UnreadableSession
+from foundation.common import TextJSONField, dump_json_text
+from foundation.errors import UnreadableSession
 from sessions_app.document import pending_calls
 from sessions_app.document_shape import header_problem, turn_problem
 

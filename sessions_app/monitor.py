@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from agentsite.common import db_now
+from foundation.common import db_now
 from sessions_app import mailbox
 from sessions_app.engine import RunSignals
 from sessions_app.models import Session

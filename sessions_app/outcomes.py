@@ -9,8 +9,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfiles.parameters import ParamValue
 from agents_app.narrowing import Narrowing
-from agents_app.parameters import ParamValue
 
 
 @dataclass

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Q
 
-from agentsite.common import db_now
+from foundation.common import db_now
 from sessions_app import events, selectors
 from sessions_app.models import PeriodicLease
 from sessions_app.runner import WORKER_NAME

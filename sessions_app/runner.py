@@ -25,15 +25,15 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents_app.keys import fallback_api_key
+from agentfiles.keys import fallback_api_key
 from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
 from agents_app.registry import get_registry
 from agents_app.runtime import RuntimeAgent, runtime_agent
-from agentsite.auth import AuthConfigError, auth_config
-from agentsite.common import db_now
-from agentsite.errors import UnreadableSession
-from agentsite.redaction import redact, redact_urls
+from foundation.auth import AuthConfigError, auth_config
+from foundation.common import db_now
+from foundation.errors import UnreadableSession
+from foundation.redaction import redact, redact_urls
 from sessions_app import background, events, hub, mailbox
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_background_call, send_run

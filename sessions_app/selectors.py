@@ -11,10 +11,10 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from agentsite.access import can_see
-from agentsite.auth import Principal
-from agentsite.common import db_now
-from agentsite.errors import UnknownSession, UnknownToken
+from foundation.access import can_see
+from foundation.auth import Principal
+from foundation.common import db_now
+from foundation.errors import UnknownSession, UnknownToken
 from sessions_app import hub, mailbox
 from sessions_app.models import BackgroundCall, Continuation, MailEnvelope, PeriodicLease, Session
 

@@ -16,8 +16,8 @@ from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agentsite.common import Rfc3339Field, is_base64, render
-from agentsite.errors import AttachmentTooLarge, BadRequest
+from foundation.common import Rfc3339Field, is_base64, render
+from foundation.errors import AttachmentTooLarge, BadRequest
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
 

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
-from agentsite.access import can_see, principal_for
-from agentsite.auth import Principal
-from agentsite.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, UnknownSession, json_error
+from foundation.access import can_see, principal_for
+from foundation.auth import Principal
+from foundation.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, UnknownSession, json_error
 from sessions_app import streams
 from sessions_app.models import Session
 from sessions_app.serializers import meta_view

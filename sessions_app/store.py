@@ -14,8 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F
 
-from agentsite.common import db_now, dump_json_text
-from agentsite.errors import UnknownSession
+from foundation.common import db_now, dump_json_text
+from foundation.errors import UnknownSession
 from sessions_app import events
 from sessions_app.models import DOCUMENTS, Session, Turn
 

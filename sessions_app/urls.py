@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentsite.routers import ApiRouter
-from agentsite.threads import pooled
+from foundation.routers import ApiRouter
+from foundation.threads import pooled
 from sessions_app import sse
 from sessions_app.mcp.http import McpViewSet
 from sessions_app.views import ContinuationViewSet, HealthViewSet, SessionViewSet

@@ -3,7 +3,7 @@
 Each action reads its input with an input serializer, calls a service (writes) or a selector
 (reads), and answers through an output serializer; the OpenAPI document is generated from the
 same serializers. Who may call what is said by the view's attributes and checked by the
-permission classes of ``agentsite.permissions``.
+permission classes of ``foundation.permissions``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentsite.api import (
+from foundation.api import (
     ApiViewSet,
     error_responses,
     json_object_body,
@@ -28,9 +28,9 @@ from agentsite.api import (
     require_name,
     wait_params,
 )
-from agentsite.auth import new_session_token
-from agentsite.common import render
-from agentsite.errors import BadRequest, UnknownSession, UnknownToken
+from foundation.auth import new_session_token
+from foundation.common import render
+from foundation.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
 from sessions_app import mailbox, selectors
 from sessions_app.idempotent import (

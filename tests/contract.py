@@ -30,7 +30,7 @@ _lock = threading.Lock()
 @cache
 def openapi() -> OpenAPI:
     """The server's document, as every server of the tests generates it."""
-    from agentsite.openapi import openapi_document
+    from foundation.openapi import openapi_document
 
     return OpenAPI.from_dict(json.loads(json.dumps(openapi_document())))
 

@@ -20,7 +20,7 @@ from django.db import transaction
 
 from agents_app import services as agent_services
 from agents_app.models import StoredAgent
-from agentsite.auth import Principal
+from foundation.auth import Principal
 from sessions_app import document as doc
 from sessions_app.models import Continuation, MailEnvelope, Session
 from sessions_app.services.continuations import adopt_deferred_calls

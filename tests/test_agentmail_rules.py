@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from django.db import close_old_connections
 
-from agents_app.loader import load_agent_files
+from agentfiles.loader import load_agent_files
 from agents_app.registry import AgentRegistry, set_registry
 from agents_app.runtime import reset_runtime_agents
-from agentsite.common import db_now
-from agentsite.errors import MailboxFull
 from devtools.mockllm import MockLlmServer
+from foundation.common import db_now
+from foundation.errors import MailboxFull
 from sessions_app import background, events, mailbox
 from sessions_app.event_types import EventKind, RunStopped
 from sessions_app.models import BackgroundCall, MailEnvelope, Session, SessionWatch

@@ -106,7 +106,7 @@ def test_attach_seconds_two_keeps_a_quick_call_attached(tmp_path, llm_server, st
 
 @pytest.mark.parametrize("attach", [-1, "soon"])
 def test_a_bad_attach_seconds_refuses_the_agent(tmp_path, attach) -> None:
-    from agents_app.loader import AgentLoadError, load_agent_tree
+    from agentfiles.loader import AgentLoadError, load_agent_tree
 
     agent = write_agent(tmp_path, "brewer", "http://127.0.0.1:1/v1", toolCallPolicyConfig={
         "default": {"tag": "runAsync", "attachSeconds": attach}})

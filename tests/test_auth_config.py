@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agentsite.auth import AuthConfigError, build_auth_config, is_loopback_origin, load_tokens_file, normalize_origin
 from devtools.mockllm import MockLlmServer
+from foundation.auth import AuthConfigError, build_auth_config, is_loopback_origin, load_tokens_file, normalize_origin
 from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, free_port, write_agent
 from tests.owners import TOKENS, owner, write_tokens
 from tests.streams import SseReader
@@ -189,7 +189,7 @@ def test_request_records_in_the_log_keep_no_query_string() -> None:
 
     from django.test import RequestFactory
 
-    from agentsite.logging import JsonFormatter
+    from foundation.logging import JsonFormatter
 
     request = RequestFactory().get("/v1/events?access_token=secret-in-query")
     record = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "Internal Server Error", None, None)

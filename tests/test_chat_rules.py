@@ -9,7 +9,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from agentsite.chat import chat_enabled, is_loopback_bind
-from agentsite.errors import AttachmentTooLarge
+from foundation.errors import AttachmentTooLarge
 from sessions_app.serializers import MessageSerializer
 
 

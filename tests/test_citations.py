@@ -25,6 +25,8 @@ from tests.harness import ROOT
 #: Where citations are looked for: the product packages, the tests, the scripts and examples,
 #: and the prose (the README and the docs themselves).
 SCANNED = (
+    "foundation",
+    "agentfiles",
     "agentsite",
     "agents_app",
     "sessions_app",

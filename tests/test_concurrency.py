@@ -94,7 +94,7 @@ def test_max_concurrency_embedded(tmp_path, llm_server, start_server, limit: int
 
 
 def test_max_concurrency_must_be_positive(tmp_path) -> None:
-    from agents_app.loader import AgentLoadError, load_agent_tree
+    from agentfiles.loader import AgentLoadError, load_agent_tree
 
     agent, _ = _agent(tmp_path, "http://127.0.0.1:1/v1", maxConcurrency=0)
     with pytest.raises(AgentLoadError, match=r"maxConcurrency: .*greater than or equal to 1"):

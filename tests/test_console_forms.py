@@ -14,9 +14,9 @@ from agents_app import services
 from agents_app.models import StoredAgent, StoredAgentVersion
 from agents_app.registry import AgentRegistry, get_registry, set_registry
 from agents_app.runtime import reset_runtime_agents
-from agentsite.errors import ApiError
 from console_app.agent_form import NO_KEY, StoredAgentForm
 from console_app.diff import version_diff
+from foundation.errors import ApiError
 
 TOOL = (
     "#!/bin/sh\n"

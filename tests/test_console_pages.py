@@ -15,8 +15,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agentfiles.loader import load_agent_files
 from agents_app import services
-from agents_app.loader import load_agent_files
 from agents_app.models import StoredAgent, StoredAgentVersion
 from agents_app.registry import AgentRegistry, set_registry
 from agents_app.runtime import reset_runtime_agents

@@ -203,7 +203,7 @@ def test_provider_failures_fail_the_run_and_keep_the_turns(
 
 
 def test_the_error_catalogue_has_one_class_per_code() -> None:
-    from agentsite.errors import CATALOGUE, ErrorCode
+    from foundation.errors import CATALOGUE, ErrorCode
 
     assert set(CATALOGUE) == set(ErrorCode)
     for code, cls in CATALOGUE.items():
@@ -215,7 +215,7 @@ def test_the_error_catalogue_has_one_class_per_code() -> None:
 
 
 def test_every_code_is_in_the_documented_table_with_its_status() -> None:
-    from agentsite.errors import CATALOGUE
+    from foundation.errors import CATALOGUE
 
     table = (Path(__file__).resolve().parent.parent / "docs/api.md").read_text()
     for code, cls in CATALOGUE.items():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_app.loader import AgentLoadError, load_agent_tree
+from agentfiles.loader import AgentLoadError, load_agent_tree
 from tests.demo import demo_agents
 from tests.harness import ROOT, Server, write_agent, write_tool
 

@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from agents_app.bindings import EVERYWHERE, ScopedBinding, descend, glob_matches, parse_address
+from agentfiles.bindings import EVERYWHERE, ScopedBinding, descend, glob_matches, parse_address
 from sessions_app.secrets import FLEET_KEY, MemoryStore, RedisStore
 
 

@@ -254,7 +254,7 @@ def test_keys_expire(tmp_path: Path, llm_server, start_server) -> None:
 
 
 def test_the_openapi_document_names_the_header_on_each_route_that_starts_or_changes_a_run() -> None:
-    from agentsite.openapi import openapi_document
+    from foundation.openapi import openapi_document
 
     paths = json.loads(json.dumps(openapi_document()))["paths"]
     keyed = {

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from agentsite.isolation import IsolationSpec
 from devtools.mockllm import MockLlmServer
+from foundation.isolation import IsolationSpec
 from tests.harness import ROOT, Server, base_env, wait_until, write_agent, write_tool
 
 #: The worker: records the envelope, then answers as the call's "mode" argument says.

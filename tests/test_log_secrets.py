@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import yaml
 
-from agentsite.logging import JsonFormatter
-from agentsite.redaction import redact_for_log, redact_url, redact_urls
 from devtools.mockllm import MockLlmServer
+from foundation.logging import JsonFormatter
+from foundation.redaction import redact_for_log, redact_url, redact_urls
 from tests.harness import ROOT, Process, Server, Worker, base_env, free_port, wait_until, write_agent
 from tests.owners import TOKENS, owner, write_tokens
 from tests.streams import SseReader, WsReader

@@ -7,8 +7,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from agentsite.redaction import redact
 from devtools.mockllm import MockLlmServer
+from foundation.redaction import redact
 from tests.harness import Server, write_agent
 from tests.owners import TOKENS, owner, write_tokens
 from tests.streams import SseReader

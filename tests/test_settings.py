@@ -18,8 +18,8 @@ import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import data_dir, database_url, default_allowed_hosts
 from agentsite.secret_key import KEY_FILE, ensure_secret_key, secret_key
+from foundation.env import data_dir, database_url, default_allowed_hosts
 from tests.harness import PROCESS_TIMEOUT, ROOT, Process, Server, base_env, free_port, wait_until, write_agent
 
 POSTGRES = "postgres://agents@db.example:5432/agents"

@@ -19,8 +19,8 @@ from django.utils import timezone
 from agents_app.models import StoredAgent, StoredAgentsGeneration
 from agents_app.registry import AgentRegistry, get_registry, set_registry
 from agents_app.runtime import reset_runtime_agents, runtime_agent
-from agentsite.errors import AgentRunsCommands, UnknownAgent
 from console_app.agent_form import StoredAgentForm
+from foundation.errors import AgentRunsCommands, UnknownAgent
 from tests.harness import Server, write_agent
 from tests.owners import owner, refused, snapshot, write_tokens
 from tests.test_console_forms import _post

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agents_app.parameters import resolve_default
-from agents_app.schema import SecretSource
-from agentsite.env import is_server_variable
-from agentsite.toolenv import base_environment, current_mode, parse_mode, tool_environment, unreadable
+from agentfiles.parameters import resolve_default
+from agentfiles.schema import SecretSource
+from foundation.env import is_server_variable
+from foundation.toolenv import base_environment, current_mode, parse_mode, tool_environment, unreadable
 from tests.harness import ROOT, write_tool
 from tests.tools.conftest import make_agent, make_ctx
 from tools_app.bash.loading import load_single_tool

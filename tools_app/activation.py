@@ -10,7 +10,7 @@ the *gate* ``group:G`` and stay out of the model's tool list until the model cal
 Nothing is stored besides the session's turns: which gates are open is a fold over the session's
 answered tool calls, oldest first (:func:`open_gates`), so it survives restarts and is inherited by
 forks. Every tool that opens or closes a gate says so through :meth:`Tool.gate_switch`.
-``Activation`` and ``parse_activation`` live with the agent-file schema (``agents_app.schema``).
+``Activation`` and ``parse_activation`` live with the agent-file schema (``agentfiles.schema``).
 """
 
 from __future__ import annotations

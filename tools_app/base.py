@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
-from agents_app.parameters import ParamValue
+from agentfiles.parameters import ParamValue
 
 if TYPE_CHECKING:
     from .ports import SessionsPort
@@ -73,7 +73,7 @@ class ToolContext:
         params: the calling agent's parameter values, resolved for this call (docs/tools.md §8):
             the bindings of ``tools_app.bound`` read them; nothing else does.
         inherited_bindings: call-time bindings the caller's own caller addressed below it
-            (``agents_app.bindings.ScopedBinding``), for the tools that describe or prompt helpers.
+            (``agentfiles.bindings.ScopedBinding``), for the tools that describe or prompt helpers.
     """
 
     session_id: str

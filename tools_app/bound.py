@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.bindings import glob_matches
-from agents_app.parameters import ParamValue
-from agents_app.schema import Binding, ParameterDecl
+from agentfiles.bindings import glob_matches
+from agentfiles.parameters import ParamValue
+from agentfiles.schema import Binding, ParameterDecl
 
 from .base import Tool, ToolContext, ToolResult, VisibleParams
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_app.schema import ExternalToolDecl
+from agentfiles.schema import ExternalToolDecl
 
 from .base import Tool, ToolContext, ToolResult
 

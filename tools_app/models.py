@@ -6,7 +6,7 @@ import uuid
 
 from django.db import models
 
-from agentsite.common import TextJSONField
+from foundation.common import TextJSONField
 
 
 class StagedWrite(models.Model):

@@ -28,7 +28,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.schema import Disposition, ToolCallPolicyConfig
+from agentfiles.schema import Disposition, ToolCallPolicyConfig
 
 from .external import EXTERNAL_REASON
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agents_app.schema import BindingValue
+from agentfiles.schema import BindingValue
 from tools_app.base import Tool, ToolContext, ToolResult
 
 PREFIX = "io_prompt_agent_"

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from agents_app.parameters import ParamValue
-from agents_app.schema import ActivationError, AgentSpec, parse_activation
-from agentsite.redaction import redact_urls
+from agentfiles.parameters import ParamValue
+from agentfiles.schema import ActivationError, AgentSpec, parse_activation
+from foundation.redaction import redact_urls
 
 from .activation import HistorySource, meta_tools, open_gates
 from .base import Tool, VisibleParams
@@ -68,7 +68,7 @@ log = logging.getLogger("tools.toolset")
 
 
 class _AgentLike(Protocol):
-    """What :func:`build_toolset` needs of ``agents_app.loader.LoadedAgent``."""
+    """What :func:`build_toolset` needs of ``agentfiles.loader.LoadedAgent``."""
 
     spec: AgentSpec
     path: Path | None

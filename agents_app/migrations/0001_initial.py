@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import agentsite.common
+import foundation.common
 
 
 def create_generation_row(apps, schema_editor):
@@ -20,9 +20,9 @@ class Migration(migrations.Migration):
             name="StoredAgent",
             fields=[
                 ("slug", models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ("contents", agentsite.common.TextJSONField()),
-                ("files", agentsite.common.TextJSONField(blank=True, default=dict)),
-                ("helpers", agentsite.common.TextJSONField(blank=True, default=list)),
+                ("contents", foundation.common.TextJSONField()),
+                ("files", foundation.common.TextJSONField(blank=True, default=dict)),
+                ("helpers", foundation.common.TextJSONField(blank=True, default=list)),
                 ("version", models.IntegerField(default=1)),
                 ("created_at", models.DateTimeField()),
                 ("updated_at", models.DateTimeField()),

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import agentsite.common
+import foundation.common
 
 
 def keep_current_versions(apps, schema_editor):
@@ -34,9 +34,9 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('slug', models.CharField(db_index=True, max_length=200)),
                 ('version', models.IntegerField()),
-                ('contents', agentsite.common.TextJSONField()),
-                ('files', agentsite.common.TextJSONField(blank=True, default=dict)),
-                ('changes', agentsite.common.TextJSONField(blank=True, default=list)),
+                ('contents', foundation.common.TextJSONField()),
+                ('files', foundation.common.TextJSONField(blank=True, default=dict)),
+                ('changes', foundation.common.TextJSONField(blank=True, default=list)),
                 ('restored_from', models.IntegerField(blank=True, null=True)),
                 ('created_at', models.DateTimeField()),
                 ('created_by', models.TextField(blank=True, null=True)),

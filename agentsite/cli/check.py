@@ -38,9 +38,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     ``unbound``), never its value.
     """
     install_params_or_exit(args, "check")
-    from agents_app.keys import ApiKeysError, load_api_keys
-    from agents_app.loader import AgentLoadError, load_agent_tree
-    from agents_app.parameters import AgentParameters, process_values, undeclared_process_names
+    from agentfiles.keys import ApiKeysError, load_api_keys
+    from agentfiles.loader import AgentLoadError, load_agent_tree
+    from agentfiles.parameters import AgentParameters, process_values, undeclared_process_names
     from tools_app.mcp.toolbox import McpToolbox
     from tools_app.toolset import ToolBuildError, build_toolset
 

@@ -2,7 +2,7 @@
 start, loading the agents.
 
 Every flag has an environment variable, so a container can be configured either way; a flag
-wins over its variable. The variables are read through ``agentsite.env.env``, here for the flags'
+wins over its variable. The variables are read through ``foundation.env.env``, here for the flags'
 defaults and by the settings when Django starts; the flags are turned into environment variables
 before that.
 """
@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentsite.env import env
-from agentsite.project_config import (
+from agentfiles.project_config import (
     ConfigError,
     ProjectConfig,
     default_api_keys_file,
     discovered_agent_files,
     load_project_config,
 )
+from foundation.env import env
 
 log = logging.getLogger("agentsite.cli")
 
@@ -112,7 +112,7 @@ def add_owner_keys_flag(parser: argparse.ArgumentParser) -> None:
 
 def install_params_or_exit(args: argparse.Namespace, command: str) -> None:
     """Read the parameter flags and file into this process's values; exit 2 naming a bad one."""
-    from agents_app.parameters import ParamsConfigError, install_process_values, parse_process_flags
+    from agentfiles.parameters import ParamsConfigError, install_process_values, parse_process_flags
 
     try:
         values = parse_process_flags(
@@ -158,7 +158,7 @@ def agent_files(args: argparse.Namespace, *, first_only: bool = False) -> list[P
 
 
 def _find_agent(files: list[Path], slug: str) -> Path:
-    from agents_app.loader import AgentLoadError, load_agent_tree
+    from agentfiles.loader import AgentLoadError, load_agent_tree
 
     found = []
     for path in files:
@@ -226,11 +226,11 @@ def setup_django(command: str) -> None:
 def load_agents_or_exit(code: int = EXIT_USAGE) -> None:
     """Load the agent files and build every root agent's tools; exit with ``code`` (2 for the
     long-running processes, 4 for the one-shot commands: docs/cli.md §1.3) listing the problems."""
-    from agents_app.keys import ApiKeysError
-    from agents_app.loader import AgentLoadError
+    from agentfiles.keys import ApiKeysError
+    from agentfiles.loader import AgentLoadError
     from agents_app.registry import load_registry_from_settings, set_registry
     from agents_app.runtime import reset_runtime_agents, runtime_agent
-    from agentsite.errors import ApiError
+    from foundation.errors import ApiError
     from tools_app.toolset import ToolBuildError
 
     try:
@@ -279,7 +279,7 @@ def load_agents_or_exit(code: int = EXIT_USAGE) -> None:
 def parameter_problems(registry: Any) -> list[str]:
     """A process value no loaded agent declares, and what each agent's parameters lack in this
     process (a required process-scope parameter without value; a secret that is not a string)."""
-    from agents_app.parameters import AgentParameters, process_values, undeclared_process_names
+    from agentfiles.parameters import AgentParameters, process_values, undeclared_process_names
 
     agents = {}
     for root in registry.roots():

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentfiles.project_config import ProjectConfig
 from agentsite.cli.common import EXIT_CONFIG, CliError
-from agentsite.project_config import ProjectConfig
 
 #: Media files larger than this are refused (bytes).
 MAX_MEDIA_BYTES = 50 * 1024 * 1024

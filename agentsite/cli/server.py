@@ -18,7 +18,7 @@ from agentsite.cli.common import (
     load_agents_or_exit,
     setup_django,
 )
-from agentsite.env import env
+from foundation.env import env
 
 log = logging.getLogger("agentsite.cli")
 
@@ -56,7 +56,7 @@ def _apply_isolation_flag(args: argparse.Namespace, command: str) -> None:
     path made absolute); exit 2 with one line on stderr for any other value."""
     if not args.isolate_tools:
         return
-    from agentsite.isolation import IsolationSpec
+    from foundation.isolation import IsolationSpec
 
     try:
         spec = IsolationSpec.parse(args.isolate_tools)
@@ -84,7 +84,7 @@ def _auth_config_or_exit() -> Any:
     """Check the authentication flags together (docs/api.md §10.9); exit 2 naming the problem."""
     from django.conf import settings
 
-    from agentsite.auth import AuthConfigError, auth_config
+    from foundation.auth import AuthConfigError, auth_config
 
     try:
         config = auth_config()
@@ -129,8 +129,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from django.conf import settings
 
     from agents_app.registry import get_registry
-    from agentsite.auth import describe_for_log
     from agentsite.migrate import migrate
+    from foundation.auth import describe_for_log
 
     auth = _auth_config_or_exit()
     migrate()
@@ -292,7 +292,7 @@ def _add_isolation_flag(parser: argparse.ArgumentParser) -> None:
 
 def _add_tool_env_flag(parser: argparse.ArgumentParser) -> None:
     """``--tool-env``, read by :func:`_apply_tool_env_flag` (``serve`` and ``worker``)."""
-    from agentsite.toolenv import MODES
+    from foundation.toolenv import MODES
 
     parser.add_argument(
         "--tool-env",

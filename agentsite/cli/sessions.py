@@ -58,7 +58,7 @@ def print_state(session: Any) -> int:
 
 
 def _api(call: Any, **kwargs: Any) -> Any:
-    from agentsite.errors import ApiError
+    from foundation.errors import ApiError
 
     try:
         return call(**kwargs)
@@ -164,7 +164,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     document = read_session_file(Path(args.file))
     slug = args.agent
     if slug is None:
-        from agents_app.loader import AgentLoadError, load_agent_tree
+        from agentfiles.loader import AgentLoadError, load_agent_tree
 
         found = agent_files(args, first_only=True)
         if not found:

@@ -12,8 +12,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agentfiles.project_config import CONFIG_FILE_NAME, SECRET_KEYS_NAME, discovered_agent_files
 from agentsite.cli.common import EXIT_AGENT, EXIT_TOOL, CliError, agent_files, keys_file, project_config
-from agentsite.project_config import CONFIG_FILE_NAME, SECRET_KEYS_NAME, discovered_agent_files
 
 #: The placeholder ``config api-key create`` writes.
 KEY_PLACEHOLDER = "<insert-your-api-key-here>"
@@ -150,8 +150,8 @@ def cmd_check_tool_call(args: argparse.Namespace) -> int:
 
 def cmd_tool_call(args: argparse.Namespace) -> int:
     """Call one tool of the first agent with the JSON object of stdin; the result as JSON."""
-    from agents_app.loader import AgentLoadError, load_agent_tree
-    from agents_app.parameters import AgentParameters
+    from agentfiles.loader import AgentLoadError, load_agent_tree
+    from agentfiles.parameters import AgentParameters
     from tools_app.toolset import ToolBuildError, build_toolset
 
     payload = _read_payload()
@@ -185,7 +185,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 def cmd_paths(args: argparse.Namespace) -> int:
     """Where the configuration, agent files, keys and sessions are."""
-    from agentsite.env import database_url
+    from foundation.env import database_url
 
     config = project_config()
     files = [str(p) for p in (agent_files(args) if args.agent_file else discovered_agent_files(config))]
@@ -253,7 +253,7 @@ def _write_new(path: Path, text: str, *, force: bool) -> None:
 
 
 def _keys_document(path: Path) -> dict[str, Any]:
-    from agents_app.keys import ApiKeysError, load_api_keys
+    from agentfiles.keys import ApiKeysError, load_api_keys
 
     if not path.exists():
         return {"keys": []}

@@ -4,7 +4,7 @@ Embedded default (nothing configured): SQLite in WAL mode, the in-memory channel
 Celery worker inside the server process on the in-memory broker.
 Scaled out: ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (Celery broker and channel layer).
 Every variable is listed in the README's configuration table and read through
-``agentsite.env.env``; the test suite's changes are in ``agentsite.settings.test``.
+``foundation.env.env``; the test suite's changes are in ``agentsite.settings.test``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agentsite.env import database_url, default_allowed_hosts, env
 from agentsite.secret_key import secret_key
-from agentsite.toolenv import DEFAULT_MODE, parse_mode
+from foundation.env import database_url, default_allowed_hosts, env
+from foundation.toolenv import DEFAULT_MODE, parse_mode
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -45,12 +45,12 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # outermost: the status it logs is the one the client gets
-    "agentsite.middleware.AccessLogMiddleware",
+    "foundation.middleware.AccessLogMiddleware",
     # first, so that preflights, origin refusals and every other answer get the CORS headers
-    "agentsite.access.CorsMiddleware",
-    "agentsite.middleware.BodyLimitMiddleware",
+    "foundation.access.CorsMiddleware",
+    "foundation.middleware.BodyLimitMiddleware",
     # Django's security, session, common, auth and message middleware, for the admin's paths only
-    "agentsite.middleware.AdminMiddleware",
+    "foundation.middleware.AdminMiddleware",
 ]
 # The admin's checks look for those middleware in MIDDLEWARE; AdminMiddleware runs them for the
 # admin's paths, which is where the admin needs them.
@@ -196,14 +196,14 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
 # --- rest framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_PARSER_CLASSES": ["agentsite.parsers.AnyContentJSONParser"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "agentsite.parsers.AnyContentNegotiation",
+    "DEFAULT_PARSER_CLASSES": ["foundation.parsers.AnyContentJSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "foundation.parsers.AnyContentNegotiation",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "agentsite.errors.api_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "agentsite.openapi.ApiAutoSchema",
+    "EXCEPTION_HANDLER": "foundation.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "foundation.openapi.ApiAutoSchema",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "agents-server",
@@ -211,7 +211,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": False,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "agentsite.openapi.complete_schema"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "foundation.openapi.complete_schema"],
 }
 
 # --- the rest ---------------------------------------------------------------------------------
@@ -226,8 +226,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "agentsite.logging.JsonFormatter"}},
-    "filters": {"without_traceback": {"()": "agentsite.logging.WithoutTraceback"}},
+    "formatters": {"json": {"()": "foundation.logging.JsonFormatter"}},
+    "filters": {"without_traceback": {"()": "foundation.logging.WithoutTraceback"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
     "root": {"handlers": ["stderr"], "level": env("AGENTS_LOG_LEVEL", default="INFO")},
     "loggers": {

@@ -15,5 +15,5 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES = {"default": {**DATABASES["default"], "TEST": {"NAME": str(BASE_DIR / ".pytest-db.sqlite3")}}}
 
 # Views run on the test client's own thread, inside the test's transaction (the servers that the
-# integration tests start use the thread pool of agentsite.threads).
+# integration tests start use the thread pool of foundation.threads).
 AGENTS = {**AGENTS, "HTTP_THREADS": 0}  # noqa: F405

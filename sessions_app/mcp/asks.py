@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentsite.errors import ApiError, ErrorCode
+from foundation.errors import ApiError, ErrorCode
 from sessions_app import document as doc
 from sessions_app import selectors
 from sessions_app.models import Session

@@ -41,8 +41,8 @@ from pydantic import ValidationError
 from rest_framework.request import Request
 
 from agents_app.registry import get_registry
-from agentsite.api import ApiViewSet, error_responses
-from agentsite.auth import Principal
+from foundation.api import ApiViewSet, error_responses
+from foundation.auth import Principal
 from sessions_app.mcp.asks import AskOutcome, ask_agent
 from sessions_app.mcp.protocol import LATEST_VERSION, PROTOCOL_VERSIONS, AgentTool, build_server
 

@@ -5,7 +5,7 @@ import uuid
 import django.db.models.deletion
 from django.db import migrations, models
 
-import agentsite.common
+import foundation.common
 
 
 class Migration(migrations.Migration):
@@ -60,7 +60,7 @@ class Migration(migrations.Migration):
                 ("forked_from", models.UUIDField(blank=True, null=True)),
                 ("sealed", models.BooleanField(default=False)),
                 ("session_token_sha256", models.CharField(blank=True, max_length=64, null=True)),
-                ("params", agentsite.common.TextJSONField(blank=True, default=dict)),
+                ("params", foundation.common.TextJSONField(blank=True, default=dict)),
                 ("run_id", models.UUIDField(blank=True, null=True)),
                 ("run_mode", models.CharField(blank=True, max_length=32, null=True)),
                 ("run_owner", models.CharField(blank=True, max_length=200, null=True)),
@@ -84,9 +84,9 @@ class Migration(migrations.Migration):
                 ("token", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
                 ("tool_call_id", models.CharField(max_length=64)),
                 ("provider_call_id", models.CharField(blank=True, default="", max_length=200)),
-                ("call", agentsite.common.TextJSONField()),
-                ("disposition", agentsite.common.TextJSONField()),
-                ("result", agentsite.common.TextJSONField(blank=True, null=True)),
+                ("call", foundation.common.TextJSONField()),
+                ("disposition", foundation.common.TextJSONField()),
+                ("result", foundation.common.TextJSONField(blank=True, null=True)),
                 ("created_at", models.DateTimeField()),
                 ("completed_at", models.DateTimeField(blank=True, null=True)),
                 ("applied_at", models.DateTimeField(blank=True, null=True)),

@@ -5,7 +5,7 @@ import uuid
 import django.db.models.deletion
 from django.db import migrations, models
 
-import agentsite.common
+import foundation.common
 
 
 class Migration(migrations.Migration):
@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
                 ("tool_call_id", models.CharField(max_length=64)),
                 ("provider_call_id", models.CharField(blank=True, default="", max_length=200)),
                 ("tool", models.CharField(max_length=200)),
-                ("call", agentsite.common.TextJSONField()),
+                ("call", foundation.common.TextJSONField()),
                 (
                     "state",
                     models.CharField(
@@ -35,7 +35,7 @@ class Migration(migrations.Migration):
                         max_length=16,
                     ),
                 ),
-                ("result", agentsite.common.TextJSONField(blank=True, null=True)),
+                ("result", foundation.common.TextJSONField(blank=True, null=True)),
                 ("attached", models.BooleanField(default=True)),
                 ("cancel_requested", models.BooleanField(default=False)),
                 ("executor", models.CharField(blank=True, default="", max_length=200)),
@@ -58,10 +58,10 @@ class Migration(migrations.Migration):
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("seq", models.IntegerField()),
                 ("mail_id", models.UUIDField()),
-                ("sender", agentsite.common.TextJSONField()),
+                ("sender", foundation.common.TextJSONField()),
                 ("priority", models.CharField(default="normal", max_length=16)),
                 ("hops", models.IntegerField(default=0)),
-                ("body", agentsite.common.TextJSONField()),
+                ("body", foundation.common.TextJSONField()),
                 ("sent_at", models.DateTimeField()),
                 (
                     "session",

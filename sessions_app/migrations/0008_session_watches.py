@@ -5,7 +5,7 @@ import uuid
 import django.db.models.deletion
 from django.db import migrations, models
 
-import agentsite.common
+import foundation.common
 
 
 class Migration(migrations.Migration):
@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
             name="SessionWatch",
             fields=[
                 ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ("events", agentsite.common.TextJSONField(default=list)),
+                ("events", foundation.common.TextJSONField(default=list)),
                 ("tool", models.TextField(blank=True, null=True)),
                 ("created_at", models.DateTimeField()),
                 ("expires_at", models.DateTimeField()),

@@ -19,8 +19,8 @@ from typing import Any
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
-from agentsite.common import db_now
-from agentsite.errors import ApiError
+from foundation.common import db_now
+from foundation.errors import ApiError
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run
 from sessions_app.events import forget_watched_sessions

@@ -9,9 +9,9 @@ from typing import Any
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
-from agentsite.api import require_name, require_unicode
-from agentsite.common import db_now, is_base64
-from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
+from foundation.api import require_name, require_unicode
+from foundation.common import db_now, is_base64
+from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run, publish_deferred_call
 from sessions_app.models import Continuation, Session

@@ -28,8 +28,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentsite.common import dump_json_text
-from agentsite.errors import IdempotencyKeyInProgress, IdempotencyKeyReused
+from foundation.common import dump_json_text
+from foundation.errors import IdempotencyKeyInProgress, IdempotencyKeyReused
 from sessions_app.models import IdempotencyKey
 
 #: Seconds a claim holds its key before the request changes anything: a request whose server

@@ -8,8 +8,8 @@ from typing import Any
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
-from agentsite.common import db_now
-from agentsite.errors import ApiError, MailboxFull
+from foundation.common import db_now
+from foundation.errors import ApiError, MailboxFull
 from sessions_app import document as doc
 from sessions_app import hub, mailbox
 from sessions_app.background import cancel_calls

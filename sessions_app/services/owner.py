@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
-from agentsite.errors import RunInProgress, UnknownSession
+from foundation.errors import RunInProgress, UnknownSession
 from sessions_app.models import Session
 from sessions_app.services import params as values
 from sessions_app.store import run_is_active, store

@@ -18,10 +18,10 @@ from typing import Any
 
 from django.db import transaction
 
+from agentfiles.parameters import ParamValue, RequestParams
 from agents_app.narrowing import Narrowing
-from agents_app.parameters import ParamValue, RequestParams
 from agents_app.runtime import RuntimeAgent
-from agentsite.errors import ForbiddenParams, ParamsRequired
+from foundation.errors import ForbiddenParams, ParamsRequired
 from sessions_app.models import Session
 from sessions_app.secrets import names_of, store
 

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
-from agentsite.common import db_now
-from agentsite.errors import UnknownAgent, UnreadableSession
+from foundation.common import db_now
+from foundation.errors import UnknownAgent, UnreadableSession
 from sessions_app import background, events, mailbox
 from sessions_app import document as doc
 from sessions_app.background import cancel_calls

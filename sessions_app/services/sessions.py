@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
-from agentsite.errors import (
+from foundation.errors import (
     BadRequest,
     Conflict,
     NoActiveRun,

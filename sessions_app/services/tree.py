@@ -13,8 +13,8 @@ from django.db import transaction
 
 from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
-from agentsite.common import db_now
-from agentsite.errors import ApiError, RunInProgress, UnknownTurn
+from foundation.common import db_now
+from foundation.errors import ApiError, RunInProgress, UnknownTurn
 from sessions_app import document as doc
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls

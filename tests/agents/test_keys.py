@@ -1,4 +1,4 @@
-"""Tests for agents_app.keys: both API key file shapes and every error."""
+"""Tests for agentfiles.keys: both API key file shapes and every error."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agents_app.keys import ApiKeysError, api_key_for, load_api_keys
+from agentfiles.keys import ApiKeysError, api_key_for, load_api_keys
 
 
 def write_json(path: Path, document: Any) -> Path:

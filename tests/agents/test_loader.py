@@ -1,4 +1,4 @@
-"""Tests for agents_app.loader: agent files, helper trees and their error messages.
+"""Tests for agentfiles.loader: agent files, helper trees and their error messages.
 
 Plain pytest; no Django needed (run with ``-p no:django``).
 """
@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from agents_app.loader import (
+from agentfiles.loader import (
     AgentLoadError,
     LoadedAgent,
     load_agent_files,
     load_agent_tree,
     parse_agent_document,
 )
-from agents_app.schema import AgentSpec
+from agentfiles.schema import AgentSpec
 from tests.harness import FIXTURES as ALL_FIXTURES  # noqa: E402
 
 FIXTURES = ALL_FIXTURES / "agents"

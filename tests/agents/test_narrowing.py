@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from agents_app.bindings import ScopedBinding
+from agentfiles.bindings import ScopedBinding
+from agentfiles.parameters import AgentParameters, ParamValue
+from agentfiles.schema import AgentSpec, BindingValue, ParameterDecl
 from agents_app.narrowing import (
     DescribeAgentTool,
     NarrowingError,
@@ -17,8 +19,6 @@ from agents_app.narrowing import (
     narrowed_toolset,
     prepare_helper_call,
 )
-from agents_app.parameters import AgentParameters, ParamValue
-from agents_app.schema import AgentSpec, BindingValue, ParameterDecl
 from tools_app.base import Tool, ToolContext, ToolResult
 from tools_app.subagent import SubAgentTool
 from tools_app.toolset import ToolSet

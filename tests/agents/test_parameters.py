@@ -1,4 +1,4 @@
-"""agents_app/parameters.py: process values, defaults, resolution and the checks of client values."""
+"""agentfiles/parameters.py: process values, defaults, resolution and the checks of client values."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agents_app.loader import AgentLoadError, load_agent_tree
-from agents_app.parameters import (
+from agentfiles.loader import AgentLoadError, load_agent_tree
+from agentfiles.parameters import (
     AgentParameters,
     ParamsConfigError,
     ParamValue,
@@ -18,8 +18,8 @@ from agents_app.parameters import (
     resolve_default,
     undeclared_process_names,
 )
-from agents_app.schema import AgentSpec, ParameterDecl, SecretSource
-from agentsite.errors import ForbiddenParams, InvalidParams, UnknownParams
+from agentfiles.schema import AgentSpec, ParameterDecl, SecretSource
+from foundation.errors import ForbiddenParams, InvalidParams, UnknownParams
 
 
 def decl(name: str, **fields) -> ParameterDecl:

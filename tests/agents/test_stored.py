@@ -15,7 +15,7 @@ import pytest
 from agents_app import services, stored
 from agents_app.registry import AgentRegistry, get_registry, set_registry
 from agents_app.runtime import reset_runtime_agents, runtime_agent
-from agentsite.errors import ApiError
+from foundation.errors import ApiError
 from tests.tools.conftest import make_ctx
 
 

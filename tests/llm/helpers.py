@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_app.schema import AgentSpec
+from agentfiles.schema import AgentSpec
 
 
 def make_spec(url: str, flavor: str = "OpenAIv1", model: str = "mock-model") -> AgentSpec:

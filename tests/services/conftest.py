@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_app.loader import load_agent_files
+from agentfiles.loader import load_agent_files
 from agents_app.registry import AgentRegistry, set_registry
 from agents_app.runtime import reset_runtime_agents
 from sessions_app import dispatch

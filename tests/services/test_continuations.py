@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from agentsite.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
+from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
 from sessions_app import document as doc
 from sessions_app.models import Continuation, Session
 from sessions_app.services.continuations import continuation_complete

@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.errors import IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidIdempotencyKey
+from foundation.errors import IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidIdempotencyKey
 from sessions_app.idempotent import parse_key
 from sessions_app.models import IdempotencyKey, Session
 from sessions_app.services import idempotency

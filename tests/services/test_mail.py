@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from agentsite.errors import UnknownSession
+from foundation.errors import UnknownSession
 from sessions_app import mailbox
 from sessions_app.models import MailEnvelope, Session
 from sessions_app.services.mail import mail_send

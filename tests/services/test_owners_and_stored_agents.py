@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from agents_app.models import StoredAgentsGeneration
-from agentsite.auth import token_sha256
-from agentsite.errors import UnknownSession
+from foundation.auth import token_sha256
+from foundation.errors import UnknownSession
 from sessions_app.models import Session
 from sessions_app.services import sessions
 from sessions_app.services.owner import session_token_revoke

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from agentsite.common import db_now
+from foundation.common import db_now
 from sessions_app import periodic
 from sessions_app.models import PeriodicLease, Session
 from sessions_app.periodic import PeriodicTask, claim, run_if_due

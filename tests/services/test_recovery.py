@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from agentsite.common import db_now
-from agentsite.errors import RunInProgress
+from foundation.common import db_now
+from foundation.errors import RunInProgress
 from sessions_app import document as doc
 from sessions_app import mailbox
 from sessions_app.models import Continuation, Event, Session

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from agentsite.errors import ApiError, BadRequest, RunInProgress, UnknownAgent
+from foundation.errors import ApiError, BadRequest, RunInProgress, UnknownAgent
 from sessions_app.models import Event, MailEnvelope, Session, Turn
 from sessions_app.services import sessions
 from tests.factories import LlmTurnFactory, SessionFactory, UserTurnFactory

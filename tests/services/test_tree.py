@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentsite.errors import RunInProgress, UnknownTurn
+from foundation.errors import RunInProgress, UnknownTurn
 from sessions_app.models import Continuation, Event, Session, Turn
 from sessions_app.services import sessions
 from sessions_app.services.tree import session_delete, session_fork

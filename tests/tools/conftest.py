@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_app.schema import AgentSpec
+from agentfiles.schema import AgentSpec
 from tools_app.base import ToolContext
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -78,7 +78,7 @@ def read_pid(pidfile: Path) -> int:
 
 @dataclass
 class FakeLoadedAgent:
-    """Duck-typed stand-in for ``agents_app.loader.LoadedAgent`` (only what toolset uses)."""
+    """Duck-typed stand-in for ``agentfiles.loader.LoadedAgent`` (only what toolset uses)."""
 
     spec: AgentSpec
     contents: dict

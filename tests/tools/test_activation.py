@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agents_app.schema import Activation, ActivationError, parse_activation
+from agentfiles.schema import Activation, ActivationError, parse_activation
 from tools_app.activation import meta_tools, open_gates
 from tools_app.toolset import ToolBuildError, build_toolset
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agents_app.parameters import ParamValue
+from agentfiles.parameters import ParamValue
 from tests.harness import ROOT, write_tool
 from tools_app.bound import BoundTool
 from tools_app.toolset import ToolBuildError, build_toolset

@@ -1,6 +1,6 @@
 """Built-in toolboxes in agent files: shapes, sandbox references, the older SQLite shape, warnings.
 
-Plain pytest over ``agents_app.builtins`` and the loader; no Django needed.
+Plain pytest over ``agentfiles.builtins`` and the loader; no Django needed.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agents_app.builtins import DEFAULT_MAX_FILE_SIZE, PathPredicate, builtin_paths, parse_builtin_toolboxes
-from agents_app.loader import AgentLoadError, load_agent_tree
+from agentfiles.builtins import DEFAULT_MAX_FILE_SIZE, PathPredicate, builtin_paths, parse_builtin_toolboxes
+from agentfiles.loader import AgentLoadError, load_agent_tree
 
 DEV = {"tag": "DeveloperToolbox", "contents": {"Name": "dev", "Capabilities": ["read-file-range"]}}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agents_app.parameters import ParamValue
+from agentfiles.parameters import ParamValue
 from tests.harness import FIXTURES
 from tests.upstream import NOT_FOUND_BODY, Upstream
 from tools_app.openapi.document import DocumentError, parse_document

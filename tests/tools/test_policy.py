@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents_app.schema import ToolCallPolicyConfig
+from agentfiles.schema import ToolCallPolicyConfig
 from tools_app.policy import ToolCallPolicy
 
 

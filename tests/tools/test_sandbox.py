@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents_app.builtins import SandboxConfig, parse_predicate
+from agentfiles.builtins import SandboxConfig, parse_predicate
 from tools_app.builtin.sandbox import FileSandbox, SandboxError
 
 

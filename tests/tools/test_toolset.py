@@ -201,7 +201,7 @@ def test_generic_system_tool_shape():
 
 
 def test_works_with_the_real_loaded_agent(tmp_path):
-    loader = pytest.importorskip("agents_app.loader")
+    loader = pytest.importorskip("agentfiles.loader")
     copy_scripts(tmp_path / "tools", "streams.sh")
     fake = make_agent(tmp_path, toolDirectory="./tools/../tools")
     agent = loader.LoadedAgent(spec=fake.spec, contents=fake.contents, path=fake.path, base_dir=tmp_path)

@@ -18,7 +18,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agentsite.toolenv import base_environment
+from foundation.toolenv import base_environment
 
 from .process import format_seconds, run_process, tail_text
 from .protocol import DescribeError, ScriptInfo

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentsite.toolenv import base_environment
+from foundation.toolenv import base_environment
 
 from ..base import ToolContext
 

@@ -1,7 +1,7 @@
 """Built-in toolboxes (README, "Built-in toolboxes"): SQLite, System, Developer and Lua.
 
 :func:`build_builtin_tools` makes the tools of an agent's ``builtinToolboxes`` (already checked
-when the agent was loaded, see ``agents_app.builtins``): one tool per toolbox, named
+when the agent was loaded, see ``agentfiles.builtins``): one tool per toolbox, named
 ``sqlite_<Name>_query``, ``system_<Name>_system_info``, ``developer_<Name>_developer_tools`` and
 ``lua_<Name>_execute``. A toolbox's ``Activation`` gates its tool (``tools_app.activation``).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from agents_app.builtins import (
+from agentfiles.builtins import (
     BuiltinToolbox,
     DeveloperConfig,
     LuaConfig,
@@ -18,7 +18,7 @@ from agents_app.builtins import (
     SystemConfig,
     parse_builtin_toolboxes,
 )
-from agents_app.schema import parse_activation
+from agentfiles.schema import parse_activation
 
 from .common import AgentLike, BuiltinTool, make_sandbox
 from .developer import DeveloperTool

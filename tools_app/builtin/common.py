@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from agents_app.builtins import BuiltinToolbox
-from agents_app.schema import AgentSpec
-from agentsite.toolenv import base_environment
+from agentfiles.builtins import BuiltinToolbox
+from agentfiles.schema import AgentSpec
+from foundation.toolenv import base_environment
 
 from ..base import Tool, ToolContext, ToolResult
 from ..bash.process import format_seconds, run_process
@@ -19,7 +19,7 @@ from .sandbox import FileSandbox
 
 
 class AgentLike(Protocol):
-    """What the built-in toolboxes need of ``agents_app.loader.LoadedAgent``."""
+    """What the built-in toolboxes need of ``agentfiles.loader.LoadedAgent``."""
 
     spec: AgentSpec
     path: Path | None

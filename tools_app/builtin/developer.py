@@ -21,8 +21,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agents_app.builtins import DeveloperConfig
-from agents_app.loader import AgentLoadError, load_agent_tree, parse_agent_document
+from agentfiles.builtins import DeveloperConfig
+from agentfiles.loader import AgentLoadError, load_agent_tree, parse_agent_document
 
 from ..base import ToolContext, ToolResult
 from . import editing

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents_app.builtins import SystemConfig
-from agentsite.common import rfc3339
+from agentfiles.builtins import SystemConfig
+from foundation.common import rfc3339
 
 from ..base import ToolContext
 from ..ports import SessionAccessDenied, SessionInfo, SessionNotFound, ToolCallInfo, ToolCallNotFound

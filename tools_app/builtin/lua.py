@@ -61,7 +61,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from agents_app.builtins import BuiltinToolbox, LuaConfig
+from agentfiles.builtins import BuiltinToolbox, LuaConfig
 
 from ..base import ToolContext, ToolResult
 from . import editing

@@ -19,7 +19,7 @@ import fnmatch
 import os
 from pathlib import Path
 
-from agents_app.builtins import DENY_ALL, PATH_TAGS, PathPredicate, SandboxConfig
+from agentfiles.builtins import DENY_ALL, PATH_TAGS, PathPredicate, SandboxConfig
 
 
 class SandboxError(Exception):

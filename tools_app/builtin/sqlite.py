@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from agents_app.builtins import BuiltinToolbox, SqliteConfig
+from agentfiles.builtins import BuiltinToolbox, SqliteConfig
 
 from ..base import ToolContext, ToolResult
 from .common import BuiltinTool, json_result, json_safe, json_size

@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents_app.builtins import DEFAULT_MAX_FILE_SIZE, BuiltinToolbox, SystemConfig
-from agentsite.toolenv import base_environment
+from agentfiles.builtins import DEFAULT_MAX_FILE_SIZE, BuiltinToolbox, SystemConfig
+from foundation.toolenv import base_environment
 
 from ..base import ToolContext, ToolResult
 from ..bash.process import run_process, tail_text

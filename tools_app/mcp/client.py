@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from agentsite.redaction import redact_urls
+from foundation.redaction import redact_urls
 
 from .config import HttpServer, ServerConfig, StdioServer
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents_app.parameters import ParamValue
-from agentsite.redaction import redact_url
-from agentsite.toolenv import tool_environment
+from agentfiles.parameters import ParamValue
+from foundation.redaction import redact_url
+from foundation.toolenv import tool_environment
 
 #: The tags of ``mcpServers`` entries this server runs.
 STDIO_TAG = "McpSimpleBinary"

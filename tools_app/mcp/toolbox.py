@@ -41,7 +41,7 @@ def discovery_timeout() -> float:
 
     if settings.configured and hasattr(settings, "AGENTS"):
         return float(settings.AGENTS.get("MCP_DISCOVERY_TIMEOUT", DEFAULT_DISCOVERY_TIMEOUT))
-    from agentsite.env import env
+    from foundation.env import env
 
     return env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=DEFAULT_DISCOVERY_TIMEOUT)
 

@@ -4,7 +4,7 @@ import uuid
 
 from django.db import migrations, models
 
-import agentsite.common
+import foundation.common
 
 
 class Migration(migrations.Migration):
@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
                 ('session_id', models.CharField(help_text='the agents session that opened it', max_length=64)),
                 ('path', models.TextField(help_text='the canonical path of the file')),
                 ('base_snapshot', models.CharField(help_text='MD5 of the file when the session started', max_length=32)),
-                ('edits', agentsite.common.TextJSONField(default=list, help_text='[start, end, lines] in original line numbers')),
+                ('edits', foundation.common.TextJSONField(default=list, help_text='[start, end, lines] in original line numbers')),
                 ('created_at', models.DateTimeField()),
                 ('updated_at', models.DateTimeField()),
                 ('committed_at', models.DateTimeField(blank=True, null=True)),

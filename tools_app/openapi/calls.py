@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from agentsite.redaction import redact_urls
+from foundation.redaction import redact_urls
 
 from ..base import ToolContext, ToolResult
 from .config import HttpToolboxConfig

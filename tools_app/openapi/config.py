@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from agents_app.parameters import resolve_default
-from agents_app.schema import Activation, ActivationError, Binding, SecretSource, parse_activation
-from agentsite.toolenv import unreadable
+from agentfiles.parameters import resolve_default
+from agentfiles.schema import Activation, ActivationError, Binding, SecretSource, parse_activation
+from foundation.toolenv import unreadable
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SERIALIZERS = ("Header", "Query")

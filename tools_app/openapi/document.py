@@ -21,7 +21,7 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
-from agentsite.redaction import redact_url, redact_urls
+from foundation.redaction import redact_url, redact_urls
 
 from .calls import http_client
 from .config import is_remote

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agents_app.schema import AgentSpec
-from agentsite.redaction import redact_url
+from agentfiles.schema import AgentSpec
+from foundation.redaction import redact_url
 
 from ..base import Tool
 from ..bound import BindReport, bind_tools

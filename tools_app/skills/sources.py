@@ -20,8 +20,8 @@ from typing import Any
 
 from django.conf import settings
 
-from agentsite.redaction import redact_urls
-from agentsite.toolenv import tool_environment
+from foundation.redaction import redact_urls
+from foundation.toolenv import tool_environment
 
 from .skill import MANIFEST
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentsite.errors import ApiError
+from foundation.errors import ApiError
 from sessions_app.services.sessions import session_import
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agents_app.schema import MAX_SECONDS, ActivationError, parse_activation
+from agentfiles.schema import MAX_SECONDS, ActivationError, parse_activation
 
 #: The size limit of a sandbox that does not set ``fsbMaxFileSize`` (50 MiB), and of attach-file.
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024

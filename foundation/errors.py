@@ -216,7 +216,7 @@ class AgentInUse(ApiError):
 
 class RequestTimeout(ApiError):
     """408: the request's body did not all arrive in time; answered by the HTTP server
-    (``agentsite.http_limits``), which closes the connection; built from the limit."""
+    (``foundation.http_limits``), which closes the connection; built from the limit."""
 
     code, status, template = ErrorCode.REQUEST_TIMEOUT, 408, "the request body did not arrive within {}"
 
@@ -236,14 +236,14 @@ class AttachmentTooLarge(ApiError):
 
 class UriTooLong(ApiError):
     """414: a request line (its URL) over the limit; built from the limit. Answered by the HTTP
-    server itself (``agentsite.http_limits``), which then closes the connection."""
+    server itself (``foundation.http_limits``), which then closes the connection."""
 
     code, status, template = ErrorCode.URI_TOO_LONG, 414, "the request line is longer than {}"
 
 
 class HeadersTooLarge(ApiError):
     """431: a request head (request line and headers) over the limit; built from the limit.
-    Answered by the HTTP server itself (``agentsite.http_limits``), which closes the connection."""
+    Answered by the HTTP server itself (``foundation.http_limits``), which closes the connection."""
 
     code, status, template = ErrorCode.HEADERS_TOO_LARGE, 431, "the request headers are larger than {}"
 

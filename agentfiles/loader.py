@@ -26,11 +26,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agents_app import schema
-from agents_app.builtins import parse_builtin_toolboxes
-from agents_app.parameters import process_values, spec_problems, with_problems
-from agents_app.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
-from agentsite.project_config import find_config_file
+from agentfiles import schema
+from agentfiles.builtins import parse_builtin_toolboxes
+from agentfiles.parameters import process_values, spec_problems, with_problems
+from agentfiles.project_config import find_config_file
+from agentfiles.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
 
 #: Suffixes of the files inside a ``toolDirectory`` that are helper agents (docs/agents.md §4).
 AGENT_FILE_SUFFIXES = (".json", ".tramaj")
@@ -176,7 +176,7 @@ def parse_agent_document(document: Any, label: str) -> tuple[AgentSpec, dict[str
 
     Checks the file-independent rules of docs/agents.md §1 and §2: envelope, field types,
     required and non-empty fields, and the built-in toolboxes and file sandboxes
-    (``agents_app.builtins``). Paths are not looked at here.
+    (``agentfiles.builtins``). Paths are not looked at here.
 
     Args:
         document: the decoded JSON.

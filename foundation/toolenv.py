@@ -5,7 +5,7 @@ skills' ``git``, the commands and command filters of the System and Developer to
 ``Command`` sources of parameter defaults all start from :func:`base_environment`:
 
 * ``clean`` (the default): this process's environment without the server's own configuration
-  (:func:`agentsite.env.is_server_variable`: ``DJANGO_SECRET_KEY``, ``DATABASE_URL``,
+  (:func:`foundation.env.is_server_variable`: ``DJANGO_SECRET_KEY``, ``DATABASE_URL``,
   ``REDIS_URL``, ``AGENTS_*``, ``OPENAI_*``, ...);
 * ``strict`` (``agents serve|worker --tool-env strict``, ``AGENTS_TOOL_ENV=strict``): only
   :data:`STRICT_VARIABLES` and :data:`STRICT_PREFIXES`.
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import env, is_server_variable
+from foundation.env import env, is_server_variable
 
 #: The modes of ``--tool-env`` / ``AGENTS_TOOL_ENV``; the first is the default.
 MODES = ("clean", "strict")

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents_app.keys import api_key_for
-from agents_app.schema import AgentSpec, ParameterDecl, SecretSource
-from agentsite.errors import ForbiddenParams, InvalidParams, UnknownParams
-from agentsite.toolenv import base_environment, unreadable
+from agentfiles.keys import api_key_for
+from agentfiles.schema import AgentSpec, ParameterDecl, SecretSource
+from foundation.errors import ForbiddenParams, InvalidParams, UnknownParams
+from foundation.toolenv import base_environment, unreadable
 
 #: Seconds a ``Command`` default may run.
 COMMAND_TIMEOUT = 10.0

@@ -5,7 +5,7 @@ or ``.json``); ``/`` belongs to the chat page. Ids are anything but a slash, so 
 id reaches its view and answers that view's 404 (``unknown_session``, ``unknown_token``). One
 route is added: ``POST`` on a detail path runs the viewset's ``complete`` action, for
 ``POST /v1/continuations/:token``. Every view runs on the API's thread pool
-(``agentsite.threads``).
+(``foundation.threads``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from rest_framework.routers import DefaultRouter, Route
 
-from agentsite.threads import pooled
+from foundation.threads import pooled
 
 
 class ApiRouter(DefaultRouter):

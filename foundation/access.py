@@ -1,6 +1,6 @@
 """Who is calling: origins and CORS, bearer and session tokens, and who may see which session.
 
-Implements docs/api.md §10 on the request side (the configuration is ``agentsite.auth``);
+Implements docs/api.md §10 on the request side (the configuration is ``foundation.auth``);
 the README's "Owners, tokens and origins" says it for users.
 
 * :class:`CorsMiddleware` (outermost): answers every ``OPTIONS`` as a preflight (204, docs/api.md §10.8), lets
@@ -8,7 +8,7 @@ the README's "Owners, tokens and origins" says it for users.
   requests from a non-loopback, unlisted ``Origin`` with 403 ``forbidden_origin`` when
   authentication is off (docs/api.md §10.7), and puts the CORS headers on every answer to a listed origin.
 * :func:`principal_for` identifies the caller of a request from its token: the DRF
-  authentication class (``agentsite.permissions``), the event-stream views and the answer to an
+  authentication class (``foundation.permissions``), the event-stream views and the answer to an
   unknown path all call it, so a request is identified the same way everywhere.
 * :class:`WebsocketAccess`: the same rules for the websocket streams.
 
@@ -24,7 +24,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import patch_vary_headers
 
-from agentsite.auth import (
+from foundation.auth import (
     ANONYMOUS,
     SESSION_TOKEN_PREFIX,
     AuthConfig,
@@ -33,13 +33,13 @@ from agentsite.auth import (
     bearer_token,
     session_token_matches,
 )
-from agentsite.errors import (
+from foundation.errors import (
     ForbiddenOrigin,
     NotFound,
     Unauthorized,
     json_error,
 )
-from agentsite.middleware import HybridMiddleware
+from foundation.middleware import HybridMiddleware
 
 #: Answered before the origin check and without a token (docs/api.md §13, docs/decisions.md §8).
 OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/"})
@@ -62,7 +62,7 @@ def identify(authorization: str | None, query_token: str | None, session_id: str
         session_id: the session the path is about (as written in the path), or ``None``; a
             session token is valid on that session only.
     Returns:
-        :data:`~agentsite.auth.ANONYMOUS` when authentication is off, else the caller.
+        :data:`~foundation.auth.ANONYMOUS` when authentication is off, else the caller.
     Raises:
         Unauthorized: authentication is on and no valid token was presented.
     """

@@ -2,7 +2,7 @@
 
 Under ASGI every middleware that can only run synchronously costs the request two trips to a
 worker thread. The API's own middleware (:class:`BodyLimitMiddleware` here, and
-``agentsite.access.CorsMiddleware``) therefore runs in whichever mode the server calls it, and
+``foundation.access.CorsMiddleware``) therefore runs in whichever mode the server calls it, and
 Django's session, authentication, message, security and common middleware, which only the admin
 needs, run for the admin's paths only (:class:`AdminMiddleware`).
 """
@@ -25,7 +25,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
 
-from agentsite.errors import BadRequest, PayloadTooLarge, json_error
+from foundation.errors import BadRequest, PayloadTooLarge, json_error
 
 access_log = logging.getLogger("agentsite.access")
 

@@ -1,7 +1,7 @@
 """Bindings as data: tool globs, and call-time bindings addressed down the helper tree (docs/tools.md §8).
 
 A binding ties one tool argument to a value (``Literal``) or to a parameter (``Param``). Those of
-an agent file are ``agents_app.schema.Binding``; ``tools_app.bound`` applies them to tools. This
+an agent file are ``agentfiles.schema.Binding``; ``tools_app.bound`` applies them to tools. This
 module has what both the loader and the helper calls need:
 
 * :func:`glob_matches`: a binding's ``tool`` against a tool's name (``*`` is any run of

@@ -1,5 +1,5 @@
 """What every API view shares: the viewset base, the error answers it documents, and helpers
-that read requests (bodies are parsed by ``agentsite.parsers``)."""
+that read requests (bodies are parsed by ``foundation.parsers``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import viewsets
 from rest_framework.request import Request
 
-from agentsite.errors import ApiError, BadRequest, ErrorSerializer
-from agentsite.permissions import AdminOwner, BearerAuthentication, SessionTokenScope, SessionVisible
+from foundation.errors import ApiError, BadRequest, ErrorSerializer
+from foundation.permissions import AdminOwner, BearerAuthentication, SessionTokenScope, SessionVisible
 
 #: Seconds a ``wait=true`` request waits by default, and at most (docs/api.md §4.2).
 DEFAULT_WAIT_TIMEOUT = 120.0
@@ -105,7 +105,7 @@ def wait_params(request: Request) -> tuple[bool, float]:
 
 class ApiViewSet(viewsets.ViewSet):
     """The base of every viewset of ``/v1``: bearer tokens and the permission classes of
-    ``agentsite.permissions`` (each view says what they allow by its attributes)."""
+    ``foundation.permissions`` (each view says what they allow by its attributes)."""
 
     authentication_classes = [BearerAuthentication]
     permission_classes = [SessionTokenScope, SessionVisible, AdminOwner]

@@ -21,7 +21,7 @@ from typing import Any
 
 from twisted.web.http import HTTPChannel
 
-from agentsite.errors import ApiError, BadRequest, HeadersTooLarge, RequestTimeout, UriTooLong
+from foundation.errors import ApiError, BadRequest, HeadersTooLarge, RequestTimeout, UriTooLong
 
 #: Bytes of a request head (request line and headers together), and of any one line of it.
 MAX_HEAD_BYTES = 16 * 1024

@@ -10,7 +10,7 @@ between views is said by attributes of the view, not by paths:
 
 A session that exists but belongs to someone else answers exactly as a missing one
 (404 ``unknown_session``); the event streams and websockets apply the same rules through the
-functions of ``agentsite.access``.
+functions of ``foundation.access``.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from agentsite.access import can_see, principal_for
-from agentsite.auth import Principal
-from agentsite.errors import Forbidden, ForbiddenParams, UnknownSession
+from foundation.access import can_see, principal_for
+from foundation.auth import Principal
+from foundation.errors import Forbidden, ForbiddenParams, UnknownSession
 
 
 def _session_in_path(view: Any) -> str | None:
@@ -40,7 +40,7 @@ class BearerAuthentication(BaseAuthentication):
     """``Authorization: Bearer <token>``: an owner's token, or a session token on its own session.
 
     Without ``--auth-tokens`` every caller is the anonymous principal. ``request.user`` is the
-    :class:`~agentsite.auth.Principal`.
+    :class:`~foundation.auth.Principal`.
     """
 
     def authenticate(self, request: Request) -> tuple[Principal, None]:
@@ -127,7 +127,7 @@ class AdminOwner(BasePermission):
 class BearerAuthenticationScheme(OpenApiAuthenticationExtension):
     """Declares :class:`BearerAuthentication` as the ``bearerAuth`` scheme of the OpenAPI document."""
 
-    target_class = "agentsite.permissions.BearerAuthentication"
+    target_class = "foundation.permissions.BearerAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

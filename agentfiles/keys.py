@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentsite.env import env
+from foundation.env import env
 
 
 class ApiKeysError(Exception):

@@ -16,7 +16,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
-from agentsite.errors import BadRequest, PayloadTooLarge
+from foundation.errors import BadRequest, PayloadTooLarge
 
 
 class AnyContentJSONParser(BaseParser):

@@ -4,7 +4,7 @@ Prompts, LLM payloads, headers, query strings and keys are never passed to the l
 they never reach this formatter (docs/api.md §14.3). URLs do (an MCP server's, a git source's,
 one quoted by a library's exception), and so do paths holding a continuation token: every text
 of a line, its message, its fields and its traceback, goes through
-:func:`agentsite.redaction.redact_for_log` here, whoever logged it, so that no credential a URL
+:func:`foundation.redaction.redact_for_log` here, whoever logged it, so that no credential a URL
 or a path carries is written.
 """
 
@@ -15,7 +15,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from agentsite.redaction import redact_for_log
+from foundation.redaction import redact_for_log
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 

@@ -3,7 +3,7 @@
 Implements the configuration side of docs/api.md §10.2, §10.4, §10.5, §10.7 and §10.8: the
 tokens file, admin owners, the shape of session tokens, the loopback rule of the origin check and
 the ``--cors-origin`` list. The request side (middleware, websocket guard) is in
-``agentsite.access``.
+``foundation.access``.
 
 Tokens are never kept in clear: the tokens file may give a token or its SHA-256, and both end up
 as a digest in memory; a presented token is hashed and compared with every digest in constant

@@ -11,7 +11,7 @@ URLs carry credentials of their own: an MCP server's ``http://user:pass@host/mcp
 a git source's ``https://token@host/repo.git``, a ``modelUrl`` with a key in its query.
 :func:`redact_url` is the one rule for them (userinfo, query values and fragment replaced by
 ``***``), and :func:`redact_urls` applies it to every URL of a text: log lines (the JSON
-formatter, ``agentsite.logging``), events and error messages that name a URL.
+formatter, ``foundation.logging``), events and error messages that name a URL.
 """
 
 from __future__ import annotations

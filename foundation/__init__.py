@@ -1,0 +1,1 @@
+"""The platform every app builds on; see the README's "How it is built"."""
