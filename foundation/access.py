@@ -11,6 +11,8 @@ the README's "Owners, tokens and origins" says it for users.
   authentication class (``foundation.permissions``), the event-stream views and the answer to an
   unknown path all call it, so a request is identified the same way everywhere.
 * :class:`WebsocketAccess`: the same rules for the websocket streams.
+* :class:`SessionAccess`: whose a session token is and who may see a session are the sessions
+  app's rules (``sessions_app.access``); it registers them here at start.
 
 The Django admin (``/admin/``, ``/static/``) has its own login and needs no bearer token.
 Nothing here logs a header, a token or a query string.
@@ -19,7 +21,7 @@ Nothing here logs a header, a token or a query string.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import patch_vary_headers
@@ -31,7 +33,6 @@ from foundation.auth import (
     Principal,
     auth_config,
     bearer_token,
-    session_token_matches,
 )
 from foundation.errors import (
     ForbiddenOrigin,
@@ -103,58 +104,33 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonR
     return json_error(NotFound(request.path))
 
 
-def session_owner(session_id: uuid.UUID) -> tuple[bool, str | None]:
-    """``(exists, owner)``: a session's owner is its root's owner (docs/api.md §10.3).
+class SessionAccess(Protocol):
+    """What the platform asks of the sessions app, which registers it at start
+    (:func:`register_session_access`) so that this package never imports it."""
 
-    Sub-sessions are created with their root's owner; the walk up the parents still answers for
-    a child stored without one.
-    """
-    from sessions_app.models import Session
+    def token_principal(self, token: str, session_id: str | None) -> Principal | None:
+        """The principal of session token ``token`` presented on session ``session_id`` (as
+        written in the path; ``None``: a path about no session), or ``None`` when it is not valid
+        there (docs/api.md §10.5)."""
 
-    row = Session.objects.filter(pk=session_id).values_list("owner", "parent_id").first()
-    if row is None:
-        return False, None
-    owner, parent_id = row
-    seen = {session_id}
-    while parent_id is not None and parent_id not in seen:
-        seen.add(parent_id)
-        parent = Session.objects.filter(pk=parent_id).values_list("owner", "parent_id").first()
-        if parent is None:
-            break
-        owner, parent_id = parent
-    return True, owner
+    def can_see(self, principal: Principal, session_id: uuid.UUID) -> bool:
+        """Whether ``principal`` may see session ``session_id`` (docs/api.md §10.3)."""
+
+
+_session_access: SessionAccess | None = None
+
+
+def register_session_access(access: SessionAccess | None) -> None:
+    """Answer session questions with ``access`` from now on (``None``: no session is known, so no
+    session token is valid and no session is visible)."""
+    global _session_access
+    _session_access = access
 
 
 def can_see(principal: Principal, session_id: uuid.UUID) -> bool:
-    """Whether the caller may see the session: it exists and (with authentication) is theirs.
-
-    A session-token holder sees only its own session.
-    """
-    exists, owner = session_owner(session_id)
-    if not exists:
-        return False
-    if principal.kind == "anonymous":
-        return True
-    if principal.is_session_token:
-        return principal.session_id == str(session_id)
-    return owner == principal.owner
-
-
-def _session_principal(token: str, session_id: str | None) -> Principal | None:
-    """The principal of session token ``token`` presented on session ``session_id``, or ``None``."""
-    from sessions_app.models import Session
-
-    try:
-        sid = uuid.UUID(session_id) if session_id else None
-    except ValueError:
-        return None
-    if sid is None:
-        return None
-    row = Session.objects.filter(pk=sid).values_list("session_token_sha256", flat=True).first()
-    if not session_token_matches(token, row):
-        return None
-    _, owner = session_owner(sid)
-    return Principal(kind="session", owner=owner, session_id=str(sid))
+    """Whether the caller may see the session, as the registered :class:`SessionAccess` says
+    (``False`` when none is registered)."""
+    return _session_access is not None and _session_access.can_see(principal, session_id)
 
 
 def authenticate(config: AuthConfig, token: str | None, session_id: str | None) -> Principal | None:
@@ -169,8 +145,8 @@ def authenticate(config: AuthConfig, token: str | None, session_id: str | None) 
     owner = config.owner_of(token)
     if owner is not None:
         return config.principal_for(owner)
-    if token.startswith(SESSION_TOKEN_PREFIX):
-        return _session_principal(token, session_id)
+    if token.startswith(SESSION_TOKEN_PREFIX) and _session_access is not None:
+        return _session_access.token_principal(token, session_id)
     return None
 
 

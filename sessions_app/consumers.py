@@ -15,9 +15,10 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from foundation.access import can_see, identify
+from foundation.access import identify
 from foundation.errors import ApiError
 from sessions_app import streams
+from sessions_app.access import can_see
 from sessions_app.models import Session
 from sessions_app.serializers import meta_view
 from sessions_app.sse import events_scope

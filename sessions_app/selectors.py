@@ -11,11 +11,11 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from foundation.access import can_see
 from foundation.auth import Principal
 from foundation.common import db_now
 from foundation.errors import UnknownSession, UnknownToken
 from sessions_app import hub, mailbox
+from sessions_app.access import can_see
 from sessions_app.models import BackgroundCall, Continuation, MailEnvelope, PeriodicLease, Session
 
 #: Longest sleep between two reads while waiting for a run to stop, in seconds.

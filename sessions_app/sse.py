@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
-from foundation.access import can_see, principal_for
+from foundation.access import principal_for
 from foundation.auth import Principal
 from foundation.errors import ApiError, BadRequest, Forbidden, MethodNotAllowed, UnknownSession, json_error
 from sessions_app import streams
+from sessions_app.access import can_see
 from sessions_app.models import Session
 from sessions_app.serializers import meta_view
 from sessions_app.streams import OpenedStream, Scope
