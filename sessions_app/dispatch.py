@@ -5,7 +5,9 @@ them (the README's "How it is built"). A task is sent only once the transaction 
 it has committed, so a worker never looks for a row it cannot see yet; a task that finds nothing
 to do (claimed already, or gone) exits. Scaled out, tasks go to the Celery broker; on the
 embedded default, to the thread pools of this process (``agentsite.embedded``), installed at
-start with :func:`use_embedded_worker`.
+start with :func:`use_embedded_worker`. The broker is the current Celery app's
+(``celery.current_app``): the project's wiring makes its app the default of every thread, and
+this app never imports the project.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ import logging
 import uuid
 from typing import Any, Protocol
 
+from celery import current_app
 from django.db import transaction
-
-from agentsite.celery import app
 
 #: The task names of ``sessions_app.tasks``.
 RUN_SESSION_TASK = "sessions.run_session"
@@ -49,7 +50,7 @@ def _send(name: str, args: list[str], *, background_call: bool = False) -> None:
     if _local is not None:
         _local.submit(name, args, background_call=background_call)
     else:
-        app.signature(name, args=args).apply_async()
+        current_app.signature(name, args=args).apply_async()
 
 
 def enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID) -> None:
@@ -92,13 +93,13 @@ def publish_deferred_call(queue: str, payload: dict[str, Any]) -> None:
     (docs/api.md §14.3); the session and the model's call id say which call it is.
     """
     call = {"queue": queue, "session_id": payload.get("session_id"), "tool_call_id": payload.get("tool_call_id")}
-    if _local is not None or str(app.conf.broker_url).startswith("memory"):
+    if _local is not None or str(current_app.conf.broker_url).startswith("memory"):
         log.warning("deferred call not published: no shared broker", extra={"kind": "deferred.not_published", **call})
         return
     kwargs = dict(payload)
 
     def publish() -> None:
-        app.send_task(DEFERRED_CALL_TASK, kwargs=kwargs, queue=queue)
+        current_app.send_task(DEFERRED_CALL_TASK, kwargs=kwargs, queue=queue)
         log.info("deferred call published", extra={"kind": "deferred.published", **call})
 
     transaction.on_commit(publish)
