@@ -23,6 +23,8 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from foundation.env import env
+
 from ..base import Tool, ToolContext, ToolResult
 from ..names import ToolNameMap
 from .client import McpGone, McpStartError
@@ -41,8 +43,6 @@ def discovery_timeout() -> float:
 
     if settings.configured and hasattr(settings, "AGENTS"):
         return float(settings.AGENTS.get("MCP_DISCOVERY_TIMEOUT", DEFAULT_DISCOVERY_TIMEOUT))
-    from foundation.env import env
-
     return env.float("AGENTS_MCP_DISCOVERY_TIMEOUT", default=DEFAULT_DISCOVERY_TIMEOUT)
 
 
