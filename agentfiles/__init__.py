@@ -1,1 +1,10 @@
-"""agents-exe's agent-file language, as plain Python; see the README's "How it is built"."""
+"""agents-exe's file language: what an agent file, its tools' declarations and the files around
+it say, read into plain Python (the README's "How it is built").
+
+No models, no Django app: reading a file needs no database, so the tools app, the agents app and
+the command line all read agent files through here. ``schema`` is the agent file's shape,
+``loader`` reads and checks one, ``parameters`` and ``bindings`` are its declared parameters and
+the values bound to them, ``builtins`` the declarations of the built-in toolboxes, ``keys`` the
+API keys file and ``project_config`` where ``agents-exe.cfg.json``, the config directory and the
+agent files are found. The agent at work (the runtime, narrowing, stored agents) is ``agents_app``.
+"""

@@ -1,6 +1,6 @@
 """The layout rules of the README's "How it is built": no import cycle between the project's
-modules (imports inside functions count), dependencies pointing one way between the apps, and no
-module over 600 lines."""
+modules, dependencies pointing one way down the layers of :data:`LAYERS`, and no module over 600
+lines. Imports inside functions count everywhere: an import moved into a function still runs."""
 
 from __future__ import annotations
 
@@ -9,16 +9,22 @@ from pathlib import Path
 
 from tests.harness import ROOT
 
-PACKAGES = ("agentsite", "agents_app", "tools_app", "sessions_app", "console_app", "devtools")
+#: The project's packages from the ground floor up: a module may import its own package and the
+#: packages below it, never one above (the README's "How it is built").
+LAYERS = ("foundation", "agentfiles", "tools_app", "agents_app", "sessions_app", "console_app", "agentsite")
+#: Packages beside the layers: they import no other package of the project, and only the wiring
+#: (the top layer) imports them.
+APART = ("devtools",)
+PACKAGES = (*LAYERS, *APART)
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     modules = {}
     for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")) if (ROOT / package).is_dir() else []:
+        for path in sorted((root / package).rglob("*.py")) if (root / package).is_dir() else []:
             if "migrations" in path.parts:
                 continue
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            name = ".".join(path.relative_to(root).with_suffix("").parts)
             modules[name.removesuffix(".__init__")] = path
     return modules
 
@@ -46,8 +52,8 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = _modules()
+def _graph(root: Path = ROOT) -> dict[str, set[str]]:
+    modules = _modules(root)
     return {name: _imports(name, path, modules) for name, path in modules.items()}
 
 
@@ -96,16 +102,63 @@ def test_no_import_cycle_between_the_projects_modules() -> None:
     assert _cycles(graph) == []
 
 
-def test_agents_and_tools_never_import_sessions() -> None:
-    wrong = {
-        (name, target)
-        for name, targets in _graph().items()
-        if name.startswith(("agents_app", "tools_app"))
-        for target in targets
-        if target.startswith("sessions_app")
-    }
-    assert wrong == set()
+def _against_the_layers(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The imports ``(module, imported)`` of ``graph`` that point up the layers or into or out of
+    a package apart."""
 
+    def package(module: str) -> str:
+        return module.partition(".")[0]
+
+    wrong = set()
+    for name, targets in graph.items():
+        for target in targets:
+            here, there = package(name), package(target)
+            if here == there:
+                continue
+            if here in APART or (there in APART and here != LAYERS[-1]):
+                wrong.add((name, target))
+            elif there in LAYERS and LAYERS.index(there) > LAYERS.index(here):
+                wrong.add((name, target))
+    return wrong
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_every_import_points_down_the_layers() -> None:
+    graph = _graph()
+    assert {name.partition(".")[0] for name in graph} == set(PACKAGES)
+    assert _against_the_layers(graph) == set()
+
+
+def test_the_layer_check_catches_an_import_up_even_inside_a_function(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "foundation/__init__.py": "",
+            "foundation/errors.py": "def owner():\n    from sessions_app.models import Session\n    return Session\n",
+            "foundation/env.py": "import os\n",
+            "agentfiles/__init__.py": "",
+            "agentfiles/schema.py": "from foundation import env\nfrom tools_app.base import Tool\n",
+            "tools_app/__init__.py": "",
+            "tools_app/base.py": "from agentfiles.schema import x\nfrom foundation.errors import owner\n",
+            "sessions_app/__init__.py": "",
+            "sessions_app/models.py": "from foundation.errors import owner\nfrom tools_app import base\n",
+            "devtools/__init__.py": "import foundation.env\n",
+            "console_app/__init__.py": "import devtools\n",
+            "agentsite/__init__.py": "import devtools\nfrom sessions_app.models import Session\n",
+        },
+    )
+    assert _against_the_layers(_graph(tmp_path)) == {
+        ("foundation.errors", "sessions_app.models"),
+        ("agentfiles.schema", "tools_app.base"),
+        ("devtools", "foundation.env"),
+        ("console_app", "devtools"),
+    }
 
 
 def test_no_module_over_600_lines() -> None:
