@@ -51,7 +51,7 @@ from bench import common  # noqa: E402
 from bench.common import Processes, loadavg, markdown_table, phase  # noqa: E402
 from bench.runs import drive, product_run  # noqa: E402
 
-PROJECT_PACKAGES = ("agentsite", "agents_app", "sessions_app", "tools_app", "devtools")
+PROJECT_PACKAGES = ("foundation", "agentfiles", "agentsite", "agents_app", "sessions_app", "tools_app", "devtools")
 NUMBERED = re.compile(r"[-_]?(\d+(_\d+)?|[0-9a-f]{8}-[0-9a-f-]*)(?= |$)")
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 

@@ -123,7 +123,7 @@ def _environment_reads() -> set[str]:
         return isinstance(node, ast.Attribute) and node.attr == "environ" and getattr(node.value, "id", "") == "os"
 
     names: set[str] = set()
-    for package in ("agentsite", "agents_app", "tools_app", "sessions_app", "console_app"):
+    for package in ("foundation", "agentfiles", "agentsite", "agents_app", "tools_app", "sessions_app", "console_app"):
         for path in (ROOT / package).rglob("*.py"):
             if "migrations" in path.parts:
                 continue
