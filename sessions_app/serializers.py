@@ -17,7 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentsite.common import Rfc3339Field, is_base64, render
-from agentsite.errors import AttachmentTooLarge, BadRequest
+from agentsite.errors import BadRequest, PayloadTooLarge
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
 
@@ -114,14 +114,14 @@ class MediaSerializer(serializers.Serializer):
         """Refuse an attachment over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded (docs/api.md §1.1).
 
         Raises:
-            AttachmentTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
+            PayloadTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
         """
         data = attrs["base64"]
         # strict base64 (validate_base64): four characters per three bytes, less the padding
         size = len(data) // 4 * 3 - (len(data) - len(data.rstrip("=")))
         limit = settings.AGENTS["MAX_ATTACHMENT_BYTES"]
         if size > limit:
-            raise AttachmentTooLarge(repr(attrs.get("filename") or attrs["mime"]), size, limit)
+            raise PayloadTooLarge.attachment(repr(attrs.get("filename") or attrs["mime"]), size, limit)
         return attrs
 
 
