@@ -72,6 +72,16 @@ class Session(models.Model):
         FAILED = "failed"
         PAUSED = "paused"
 
+    class RunMode(models.TextChoices):
+        """How far a run goes (``run_mode``, docs/sessions.md §4.1): one step, or until the
+        session is blocked (a final answer, deferred calls, a pause)."""
+
+        STEP = "step"
+        UNTIL_BLOCKED = "until_blocked"
+
+    #: The ``run`` of a request that stores its turn and starts no run (docs/api.md §7.1, §7.5).
+    NO_RUN = "none"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent_slug = models.TextField(db_index=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
@@ -206,12 +216,6 @@ class DocumentCache:
             while self._bytes > settings.AGENTS["DOCUMENT_CACHE_BYTES"] and len(self._entries) > 1:
                 _, (_, _, dropped) = self._entries.popitem(last=False)
                 self._bytes -= dropped
-
-    def peek(self, session_id: Any, version: int) -> dict[str, Any] | None:
-        """The cached document of exactly that version, without loading anything."""
-        with self._lock:
-            entry = self._entries.get(session_id)
-        return entry[1] if entry is not None and entry[0] == version else None
 
     def size_of(self, session_id: Any) -> int | None:
         """The bytes counted for a cached session, or ``None``."""

@@ -19,8 +19,6 @@ from agentsite.errors import UnknownSession
 from sessions_app import events, transitions
 from sessions_app.models import DOCUMENTS, Session, Turn
 
-RUN_MODES = ("step", "until_blocked")
-
 
 class VersionConflict(Exception):
     """A compare-and-store found another version than the one it read."""
@@ -183,7 +181,7 @@ def insert_session(document: dict[str, Any], **fields: Any) -> Session:
     return session
 
 
-def run_fields(mode: str) -> dict[str, Any]:
+def run_fields(mode: Session.RunMode) -> dict[str, Any]:
     """Columns that request a run: ``status=running`` and a fresh ``run_id`` for the task to claim."""
     return {
         "status": Session.Status.RUNNING,
