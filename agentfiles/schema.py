@@ -225,10 +225,6 @@ class ExternalToolDecl(_Lenient):
         return value
 
 
-#: The tags of a parameter's ``default`` (``ApiKeySource`` is the Haskell spelling of ``ApiKey``).
-SOURCE_TAGS = ("Given", "EnvVar", "FileSystem", "Command", "ApiKey", "ApiKeySource")
-
-
 class SecretSource(_Lenient):
     """Where a parameter's default comes from (docs/agents.md §8): ``Given`` (a JSON value),
     ``EnvVar`` (a variable name), ``FileSystem`` (a path), ``Command`` (an argv list) or

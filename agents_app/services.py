@@ -28,9 +28,9 @@ from foundation.errors import (
     AgentInUse,
     ApiError,
     HelperCycle,
+    NotFound,
     UnknownAgent,
     UnknownHelper,
-    UnknownVersion,
 )
 
 
@@ -212,12 +212,12 @@ def stored_agent_restore(slug: str, version: int, updated_by: str | None) -> tup
     Returns:
         ``(prepared, row)``: the loaded agent and the stored row (its new version).
     Raises:
-        ApiError: 404 ``unknown_version``; any refusal of :func:`stored_agent_prepare` (a helper
+        ApiError: 404 ``not_found`` (no such version); any refusal of :func:`stored_agent_prepare` (a helper
             deleted since, a slug now defined by a file, ...).
     """
     kept = StoredAgentVersion.objects.filter(slug=slug, version=version).first()
     if kept is None:
-        raise UnknownVersion(slug, version)
+        raise NotFound.agent_version(slug, version)
     prepared = stored_agent_prepare(slug, {**kept.contents, "files": kept.files})
     row, _ = stored_agent_commit(prepared, updated_by, restored_from=version)
     return prepared, row

@@ -19,7 +19,7 @@ from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
 from rest_framework.response import Response
 
-log = logging.getLogger("agentsite.errors")
+log = logging.getLogger("foundation.errors")
 
 
 class ErrorCode(StrEnum):
@@ -81,6 +81,15 @@ class ApiError(Exception):
         self.message = message or self.default_message or str(self.code).replace("_", " ")
         super().__init__(self.message)
 
+    @classmethod
+    def _worded(cls, message: str) -> Any:
+        """An error of this class saying ``message`` as it is, past the class's template: for a
+        second wording of one code (one class per code, docs/api.md §2)."""
+        error = cls()
+        error.message = message
+        error.args = (message,)
+        return error
+
     def body(self) -> dict[str, str]:
         """The JSON body of the answer."""
         return {"error": str(self.code), "message": self.message}
@@ -118,9 +127,14 @@ class ForbiddenParams(ApiError):
 
 
 class NotFound(ApiError):
-    """404: no route; built from the path."""
+    """404: no route; built from the path. :meth:`agent_version` is the other thing not found."""
 
     code, status, template = ErrorCode.NOT_FOUND, 404, "no route for {}"
+
+    @classmethod
+    def agent_version(cls, slug: str, version: int) -> NotFound:
+        """A stored agent has no kept version ``version`` (the admin's restore)."""
+        return cls._worded(f"agent {slug!r} has no version {version}")
 
 
 class UnknownSession(ApiError):
@@ -149,13 +163,6 @@ class AgentRunsCommands(UnknownAgent):
     continuation) handles one that may not run the same way."""
 
     code, status, template = ErrorCode.AGENT_RUNS_COMMANDS, 400, "{}"
-
-
-class UnknownVersion(ApiError):
-    """404: a stored agent has no kept version with that number (the admin's restore); built
-    from the slug and the version."""
-
-    code, status, template = ErrorCode.NOT_FOUND, 404, "agent {!r} has no version {}"
 
 
 class UnknownTurn(ApiError):
@@ -222,16 +229,16 @@ class RequestTimeout(ApiError):
 
 
 class PayloadTooLarge(ApiError):
-    """413: the body is over the limit; built from the limit in bytes."""
+    """413: the body is over the limit; built from the limit in bytes. :meth:`attachment` is the
+    other thing too large."""
 
     code, status, template = ErrorCode.PAYLOAD_TOO_LARGE, 413, "request body is larger than {} bytes"
 
-
-class AttachmentTooLarge(ApiError):
-    """413: one attachment (a media item) is over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded;
-    built from its file name, its size and the limit, in bytes."""
-
-    code, status, template = ErrorCode.PAYLOAD_TOO_LARGE, 413, "attachment {} is {} bytes, over the limit of {} bytes"
+    @classmethod
+    def attachment(cls, name: str, size: int, limit: int) -> PayloadTooLarge:
+        """One attachment (a media item) is over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded;
+        ``name`` as it is to be shown, ``size`` and ``limit`` in bytes."""
+        return cls._worded(f"attachment {name} is {size} bytes, over the limit of {limit} bytes")
 
 
 class UriTooLong(ApiError):
@@ -333,15 +340,33 @@ class InternalError(ApiError):
     default_message = "internal server error"
 
 
+def error_classes() -> list[type[ApiError]]:
+    """Every concrete error class: each subclass of :class:`ApiError`, theirs included
+    (:class:`AgentRunsCommands` is an ``UnknownAgent``); the base itself is abstract."""
+
+    def below(cls: type[ApiError]) -> list[type[ApiError]]:
+        return [sub for direct in cls.__subclasses__() for sub in (direct, *below(direct))]
+
+    return below(ApiError)
+
+
+def _catalogue() -> dict[ErrorCode, type[ApiError]]:
+    """Every error class by its code; one class per code (a second wording of a code is a
+    classmethod of its class, e.g. :meth:`PayloadTooLarge.attachment`).
+
+    Raises:
+        TypeError: two classes declare one code (the catalogue would keep only one of them).
+    """
+    catalogue: dict[ErrorCode, type[ApiError]] = {}
+    for cls in error_classes():
+        if cls.code in catalogue:
+            raise TypeError(f"{cls.__name__} and {catalogue[cls.code].__name__} both declare the code {cls.code}")
+        catalogue[cls.code] = cls
+    return catalogue
+
+
 #: Every error class, by code: the catalogue the OpenAPI document and the tests read.
-def _subclasses(cls: type[ApiError]) -> list[type[ApiError]]:
-    """Every subclass of ``cls``, theirs included (:class:`AgentRunsCommands` is an ``UnknownAgent``)."""
-    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
-
-
-CATALOGUE: dict[ErrorCode, type[ApiError]] = {
-    cls.code: cls for cls in _subclasses(ApiError) if cls is not InternalError
-} | {ErrorCode.INTERNAL_ERROR: InternalError}
+CATALOGUE: dict[ErrorCode, type[ApiError]] = _catalogue()
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -33,6 +33,8 @@ import json
 import uuid
 from typing import Any
 
+from agents_app.tool_responses import render_tool_response, unwrap_response
+
 FINAL_STATES = {"Completed", "Failed"}
 
 #: What the LLM is told for a call whose result is not in yet (docs/sessions.md §3.3).
@@ -272,13 +274,6 @@ def current_partial(turn: dict[str, Any]) -> dict[str, Any]:
     return updated
 
 
-def unwrap_response(response: Any) -> Any:
-    """A stored tool response without the ``{"_userToolResponse": value}`` wrapper older files used."""
-    if isinstance(response, dict) and set(response) == {"_userToolResponse"}:
-        return response["_userToolResponse"]
-    return response
-
-
 # --- reading ------------------------------------------------------------------------------------
 
 
@@ -363,36 +358,6 @@ def pending_calls(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # --- the OpenAI request -------------------------------------------------------------------------
-
-
-def render_tool_response(response: Any) -> str:
-    """The text of a tool message for a stored tool response (docs/sessions.md §1.5)."""
-    response = unwrap_response(response)
-    if isinstance(response, str):
-        return response
-    if isinstance(response, dict):
-        kind = response.get("type")
-        if kind == "text":
-            return str(response.get("content", ""))
-        if kind == "json":
-            return json.dumps(response.get("content"), ensure_ascii=False)
-        if kind == "media":
-            return _media_label(response)
-        if kind == "mixed":
-            parts = []
-            for part in response.get("parts", []):
-                if part.get("type") == "text":
-                    parts.append(str(part.get("text", "")))
-                else:
-                    parts.append(_media_label(part))
-            return "\n".join(parts)
-    return json.dumps(response, ensure_ascii=False)
-
-
-def _media_label(media: dict[str, Any]) -> str:
-    size = len(media.get("base64Data", "")) * 3 // 4
-    name = media.get("filename") or "unnamed"
-    return f"[Media: {media.get('mimeType', 'application/octet-stream')}, {name}, {size} bytes]"
 
 
 def _query_content(query: Any) -> Any:

@@ -70,7 +70,7 @@ class SessionDeleted(TypedDict):
 
 
 class RunStarted(TypedDict):
-    """``run.started``: ``step`` or ``until_blocked``."""
+    """``run.started``: ``step`` or ``until_blocked`` (``Session.RunMode``)."""
 
     mode: str
 

@@ -28,12 +28,41 @@ class Session(models.Model):
 
     The statuses are those of docs/api.md §3. A run is requested by setting ``status=running``
     with a fresh ``run_id``; a worker claims it by writing ``run_owner`` and ``run_lease_until``.
-    Without a run, the status is the one the
-    turns imply (``document.status_of``: ``ready``, ``idle`` or ``waiting_external``) unless it is
-    ``paused`` or ``failed``. Every change of status goes through ``sessions_app.store`` and is
-    made by one of these (services are in ``sessions_app/services/``):
+    Without a run, the status is the one the turns imply (``document.status_of``: ``ready``,
+    ``idle`` or ``waiting_external``, or ``running`` while a helper session works for it) unless
+    it is ``paused`` or ``failed``. Every change of status goes through ``sessions_app.store``,
+    which refuses one that is not a row of this table (``sessions_app.transitions``, where the
+    table is data; docs/sessions.md §2.1). ``at rest`` is any status of a session without a run
+    (``ready``, ``idle``, ``waiting_external``, ``failed``, ``paused``), ``implied`` any status
+    the turns imply; ``by`` names functions of ``sessions_app/services/`` and, ``runner.``, of
+    the run loop. A store that keeps the status is no change.
 
-    ============================  =====================  ====================================    """
+    =========  =========  ==========================================================================
+    from       to         by
+    =========  =========  ==========================================================================
+    (new)      ready      ``sessions.session_create`` (no prompt, or ``run: none``)
+    (new)      running    ``sessions.session_create``, ``tree.child_create`` (a helper call),
+                          ``agentmail.session_spawn``
+    (new)      implied    ``sessions.session_import``, ``tree.session_fork``
+    at rest    running    ``sessions.message_post``, ``sessions.session_resume``,
+                          ``continuations.continuation_complete`` (the last deferred result,
+                          with ``resume``), ``mail.request_run`` (mail that wakes it, a Resume
+                          control), ``tree.free_stranded_children`` (a ``ready`` helper its
+                          parent waits on)
+    at rest    ready      ``sessions.message_post`` (with ``run: none``)
+    at rest    paused     ``mail.after_mail`` (a Pause control without a run)
+    at rest    implied    ``mail.after_mail`` (a Resume control on a paused session),
+                          ``continuations.continuation_complete`` (without ``resume``),
+                          ``sessions.session_from_file``
+    running    implied    ``runner._store_step`` (a step that ends the run), ``runner._finish``,
+                          ``continuations.continuation_complete`` (a helper's answer to a parent
+                          without a run), ``tree.cancel_helpers``, ``recovery.recover_stale_runs``
+                          (a dead worker's run)
+    running    paused     ``runner._finish`` (a Pause control), ``recovery.recover_stale_runs``
+    running    failed     ``runner._finish`` (a provider error or any exception; ``status_detail``
+                          says why), ``runner._fail_unreadable``, ``recovery.recover_stale_runs``
+    =========  =========  ==========================================================================
+    """
 
     class Status(models.TextChoices):
         READY = "ready"
@@ -42,6 +71,16 @@ class Session(models.Model):
         IDLE = "idle"
         FAILED = "failed"
         PAUSED = "paused"
+
+    class RunMode(models.TextChoices):
+        """How far a run goes (``run_mode``, docs/sessions.md §4.1): one step, or until the
+        session is blocked (a final answer, deferred calls, a pause)."""
+
+        STEP = "step"
+        UNTIL_BLOCKED = "until_blocked"
+
+    #: The ``run`` of a request that stores its turn and starts no run (docs/api.md §7.1, §7.5).
+    NO_RUN = "none"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent_slug = models.TextField(db_index=True)
@@ -177,12 +216,6 @@ class DocumentCache:
             while self._bytes > settings.AGENTS["DOCUMENT_CACHE_BYTES"] and len(self._entries) > 1:
                 _, (_, _, dropped) = self._entries.popitem(last=False)
                 self._bytes -= dropped
-
-    def peek(self, session_id: Any, version: int) -> dict[str, Any] | None:
-        """The cached document of exactly that version, without loading anything."""
-        with self._lock:
-            entry = self._entries.get(session_id)
-        return entry[1] if entry is not None and entry[0] == version else None
 
     def size_of(self, session_id: Any) -> int | None:
         """The bytes counted for a cached session, or ``None``."""

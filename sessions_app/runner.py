@@ -103,7 +103,10 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> Session | None:
             return None
         session = Session.objects.get(pk=session_id)
         events.emit(
-            EventKind.RUN_STARTED, session.pk, session.owner, RunStarted(mode=session.run_mode or "until_blocked")
+            EventKind.RUN_STARTED,
+            session.pk,
+            session.owner,
+            RunStarted(mode=session.run_mode or Session.RunMode.UNTIL_BLOCKED),
         )
     return session
 
@@ -139,7 +142,7 @@ def _loop(session: Session, heartbeat: RunWatch) -> None:
     session_id = session.pk
     # the claim has just read the row; later steps read it again, as others may have written
     fresh = True
-    mode = session.run_mode or "until_blocked"
+    mode = Session.RunMode(session.run_mode or Session.RunMode.UNTIL_BLOCKED)
     log.info("run started", extra={"kind": "run.started", "session_id": str(session_id), "mode": mode})
     signals = heartbeat.signals
     steps = 0
@@ -190,7 +193,7 @@ def _loop(session: Session, heartbeat: RunWatch) -> None:
                 )
                 signals.interrupt.clear()
                 session = _fenced_store_atomic(session, document)
-            done = steps >= 1 and mode == "step"
+            done = steps >= 1 and mode == Session.RunMode.STEP
             if not done:
                 try:
                     result = step(
@@ -247,7 +250,7 @@ def _params_refusal(agent: RuntimeAgent, session: Session, held: values.RunValue
     return f"params_required: {', '.join(missing)}"
 
 
-def _store_step(session: Session, result: Any, *, mode: str) -> bool:
+def _store_step(session: Session, result: Any, *, mode: Session.RunMode) -> bool:
     """Store a step with its continuations and background calls; start those after commit.
 
     A step that leaves the run nothing to do (a final answer, or any step in ``step`` mode,
@@ -257,7 +260,7 @@ def _store_step(session: Session, result: Any, *, mode: str) -> bool:
     final = None
     if not (result.continuations or result.background or result.children):
         status = doc.status_of(result.document)
-        if status == Session.Status.IDLE or mode == "step":
+        if status == Session.Status.IDLE or mode == Session.RunMode.STEP:
             final = status
     with transaction.atomic():
         if final is not None:
@@ -510,7 +513,9 @@ def _redacted(detail: str | None) -> str | None:
     return redact(detail, secrets, digests)
 
 
-def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str | None, *, agent: Any) -> bool:
+def _finish(
+    session_id: uuid.UUID, mode: Session.RunMode, status: RunEnd | None, detail: str | None, *, agent: Any
+) -> bool:
     """Release the lease and store the final status (derived from the turns unless given).
 
     Under the row lock, results and mail posted since the last step are looked at first, so
@@ -531,7 +536,7 @@ def _finish(session_id: uuid.UUID, mode: str, status: RunEnd | None, detail: str
             # every control posted to this run is consumed now: none is left to stop the next one
             document, late_stop, _ = _take_controls(session, document)
             status = status if status is not None else late_stop
-        if status is None and mode == "until_blocked":
+        if status is None and mode == Session.RunMode.UNTIL_BLOCKED:
             pending_mail = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)] if mail else []
             progress = (applied and doc.status_of(document) == "ready") or (pending_mail and mailbox.can_fold(document))
             if progress:

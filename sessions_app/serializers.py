@@ -9,6 +9,8 @@ the two cannot drift apart.
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -16,8 +18,9 @@ from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from foundation.api import parse_uuid
 from foundation.common import Rfc3339Field, is_base64, render
-from foundation.errors import AttachmentTooLarge, BadRequest
+from foundation.errors import BadRequest, PayloadTooLarge, UnknownSession
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
 
@@ -114,14 +117,14 @@ class MediaSerializer(serializers.Serializer):
         """Refuse an attachment over ``AGENTS_MAX_ATTACHMENT_BYTES`` once decoded (docs/api.md §1.1).
 
         Raises:
-            AttachmentTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
+            PayloadTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
         """
         data = attrs["base64"]
         # strict base64 (validate_base64): four characters per three bytes, less the padding
         size = len(data) // 4 * 3 - (len(data) - len(data.rstrip("=")))
         limit = settings.AGENTS["MAX_ATTACHMENT_BYTES"]
         if size > limit:
-            raise AttachmentTooLarge(repr(attrs.get("filename") or attrs["mime"]), size, limit)
+            raise PayloadTooLarge.attachment(repr(attrs.get("filename") or attrs["mime"]), size, limit)
         return attrs
 
 
@@ -132,7 +135,80 @@ class MessageAliasSerializer(serializers.Serializer):
     media = MediaSerializer(many=True, required=False)
 
 
-RUN_CHOICES = ["none", "step", "until_blocked"]
+RUN_CHOICES = [Session.NO_RUN, *Session.RunMode.values]
+
+
+class SessionListQuerySerializer(serializers.Serializer):
+    """The query of ``GET /v1/sessions`` (docs/api.md §7.2): ``agent``, ``status`` (comma-separated),
+    ``parent``, ``limit`` (1..500, default 50), ``before`` (RFC 3339, with a time zone).
+
+    The fields are checked in that order and the first bad one answers, as a 400 ``bad_request``
+    naming it in its own words (raised from its ``validate_`` method, not collected); ``parent``
+    is also checked visible to the caller with the ``visible`` callable of the context (404
+    ``unknown_session`` otherwise), before ``limit`` and ``before`` are read. Empty values are
+    absent ones. Use :meth:`filters` for the cleaned values.
+    """
+
+    agent = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    status = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    parent = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    limit = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    before = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+
+    def validate_agent(self, value: str) -> str | None:
+        return value or None
+
+    def validate_status(self, value: str) -> list[str] | None:
+        if not value:
+            return None
+        statuses = [s.strip() for s in value.split(",") if s.strip()]
+        unknown = [s for s in statuses if s not in Session.Status.values]
+        if unknown:
+            raise BadRequest(f"unknown status {unknown[0]!r}; expected one of {', '.join(Session.Status.values)}")
+        return statuses
+
+    def validate_parent(self, value: str) -> uuid.UUID | None:
+        if not value:
+            return None
+        parent = parse_uuid(value, UnknownSession(value))
+        self.context["visible"](parent)
+        return parent
+
+    def validate_limit(self, value: str) -> int:
+        try:
+            limit = int(value)
+        except ValueError as exc:
+            raise BadRequest("limit must be an integer between 1 and 500") from exc
+        if not 1 <= limit <= 500:
+            raise BadRequest("limit must be an integer between 1 and 500")
+        return limit
+
+    def validate_before(self, value: str) -> datetime | None:
+        if not value:
+            return None
+        try:
+            before = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise BadRequest("before must be an RFC 3339 timestamp") from exc
+        if before.tzinfo is None:
+            raise BadRequest("before must be an RFC 3339 timestamp with a time zone")
+        return before
+
+    def filters(self) -> dict[str, Any]:
+        """``{agent, statuses, parent, limit, before}`` for ``selectors.session_list``.
+
+        Raises:
+            ApiError: 400 ``bad_request`` or 404 ``unknown_session``, as the class says.
+        """
+        self.is_valid(raise_exception=True)
+        data = self.validated_data
+        return {
+            "agent": data.get("agent"),
+            "statuses": data.get("status"),
+            "parent": data.get("parent"),
+            "limit": data.get("limit", 50),
+            "before": data.get("before"),
+        }
 
 
 class SessionCreateSerializer(serializers.Serializer):
@@ -142,7 +218,7 @@ class SessionCreateSerializer(serializers.Serializer):
     prompt = TextCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     message = MessageAliasSerializer(required=False)
     media = MediaSerializer(many=True, required=False)
-    run = serializers.ChoiceField(choices=RUN_CHOICES, default="until_blocked")
+    run = serializers.ChoiceField(choices=RUN_CHOICES, default=Session.RunMode.UNTIL_BLOCKED)
     parent = StrictCharField(required=False, allow_null=True)
     seal = StrictBooleanField(required=False)
     session_token = StrictBooleanField(required=False)
@@ -161,7 +237,7 @@ class MessageSerializer(serializers.Serializer):
 
     prompt = TextCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     media = MediaSerializer(many=True, required=False)
-    run = serializers.ChoiceField(choices=RUN_CHOICES, default="until_blocked")
+    run = serializers.ChoiceField(choices=RUN_CHOICES, default=Session.RunMode.UNTIL_BLOCKED)
     interrupt = StrictBooleanField(required=False, default=False)
     params = ParamsInputField(required=False, allow_null=True)
 
@@ -169,7 +245,7 @@ class MessageSerializer(serializers.Serializer):
 class ResumeSerializer(serializers.Serializer):
     """Body of ``POST /v1/sessions/:id/resume`` (optional)."""
 
-    mode = serializers.ChoiceField(choices=["step", "until_blocked"], default="until_blocked")
+    mode = serializers.ChoiceField(choices=Session.RunMode.choices, default=Session.RunMode.UNTIL_BLOCKED)
     params = ParamsInputField(required=False, allow_null=True)
 
 

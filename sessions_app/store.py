@@ -16,10 +16,8 @@ from django.db.models import F
 
 from foundation.common import db_now, dump_json_text
 from foundation.errors import UnknownSession
-from sessions_app import events
+from sessions_app import events, transitions
 from sessions_app.models import DOCUMENTS, Session, Turn
-
-RUN_MODES = ("step", "until_blocked")
 
 
 class VersionConflict(Exception):
@@ -39,12 +37,15 @@ def store(session: Session, document: dict[str, Any], *, fence_run: str | None =
         document: the new session document.
         fence_run: when given, the write also requires that this worker (``run_owner``) still
             holds the run ``session.run_id``: a worker that lost its lease cannot write.
-        **fields: other columns to set (``status``, ``status_detail``, run fields...).
+        **fields: other columns to set (``status``, ``status_detail``, run fields...); a new
+            ``status`` must be a change of ``sessions_app.transitions.TRANSITIONS``.
     Returns:
         The row as stored (version incremented, ``updated_at`` now).
     Raises:
         VersionConflict: the stored version moved, or the fence no longer holds.
+        StatusTransitionRefused: a change of status the table does not hold (nothing is written).
     """
+    _check_status(session, fields)
     now = db_now()
     query = Session.objects.filter(pk=session.pk, version=session.version)
     if fence_run is not None:
@@ -92,7 +93,9 @@ def store_columns(session: Session, *, fence_run: str | None = None, **fields: A
 
     Raises:
         VersionConflict: the stored version moved, or the fence no longer holds.
+        StatusTransitionRefused: as :func:`store`.
     """
+    _check_status(session, fields)
     now = db_now()
     query = Session.objects.filter(pk=session.pk, version=session.version)
     if fence_run is not None:
@@ -105,6 +108,12 @@ def store_columns(session: Session, *, fence_run: str | None = None, **fields: A
         setattr(session, name, value)
     events.emit_session_updated(session, None)
     return session
+
+
+def _check_status(session: Session, fields: dict[str, Any]) -> None:
+    """Refuse, before anything is written, a new status the transition table does not allow."""
+    if "status" in fields:
+        transitions.check(session.pk, session.status, fields["status"])
 
 
 def _first_change(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> int:
@@ -152,8 +161,13 @@ def insert_session(document: dict[str, Any], **fields: Any) -> Session:
 
     Args:
         document: its session document.
-        **fields: the other columns (id, agent_slug, owner, status or run fields, ...).
+        **fields: the other columns (id, agent_slug, owner, status or run fields, ...); the
+            status (``ready`` when not given) must be one a new session may take
+            (``sessions_app.transitions.TRANSITIONS``).
+    Raises:
+        StatusTransitionRefused: a status a new session may not start with.
     """
+    transitions.check(fields.get("id"), None, fields.get("status", Session.Status.READY))
     now = db_now()
     turns = document.get("turns") or []
     header_json = _header_json(document)
@@ -167,7 +181,7 @@ def insert_session(document: dict[str, Any], **fields: Any) -> Session:
     return session
 
 
-def run_fields(mode: str) -> dict[str, Any]:
+def run_fields(mode: Session.RunMode) -> dict[str, Any]:
     """Columns that request a run: ``status=running`` and a fresh ``run_id`` for the task to claim."""
     return {
         "status": Session.Status.RUNNING,

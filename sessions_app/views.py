@@ -8,8 +8,8 @@ permission classes of ``foundation.permissions``.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from datetime import datetime
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -54,6 +54,7 @@ from sessions_app.serializers import (
     ResumeSerializer,
     SessionCreateSerializer,
     SessionImportSerializer,
+    SessionListQuerySerializer,
     SessionListSerializer,
     SessionMetaSerializer,
     SessionViewSerializer,
@@ -77,7 +78,20 @@ def _session_id(value: str) -> uuid.UUID:
     return parse_uuid(value, UnknownSession(value))
 
 
-def session_answer(request: Request, session: Session, *, created: bool = False, read_only: bool = False) -> Response:
+def _found(session_id: str) -> Session:
+    """The session a ``/v1/sessions/:id`` route names, looked up once, before its body is read:
+    an unknown session answers 404 ``unknown_session`` whatever the body holds."""
+    return selectors.session_get(_session_id(session_id))
+
+
+def session_answer(
+    request: Request,
+    session: Session,
+    wait_for: tuple[bool, float],
+    *,
+    created: bool = False,
+    read_only: bool = False,
+) -> Response:
     """Answer with the SessionView, after waiting for the run when ``wait=true``.
 
     Create answers 201; the others 202 while the run is still going, else 200 (docs/api.md §4.3).
@@ -85,8 +99,10 @@ def session_answer(request: Request, session: Session, *, created: bool = False,
     request (``session.session_token``) is shown in the answer, this once. A request with an
     ``Idempotency-Key`` waits only once its change has committed: its answer is the session as the
     change left it, carrying the wait as a :class:`~sessions_app.idempotent.DeferredWait`.
+    ``wait_for`` is ``(wait, timeout)`` as :func:`~foundation.api.wait_params` read it, before the
+    change (a malformed ``timeout`` is refused before anything is written).
     """
-    wait, timeout = wait_params(request)
+    wait, timeout = wait_for
     token = getattr(session, "session_token", None)
 
     def render_answer(shown: Session, waited: bool) -> Response:
@@ -132,39 +148,10 @@ class SessionViewSet(ApiViewSet):
     )
     def list(self, request: Request) -> Response:
         """List sessions, newest first: the caller's top-level sessions, or a parent's children."""
-        query = request.query_params
-        statuses = None
-        if query.get("status"):
-            statuses = [s.strip() for s in query["status"].split(",") if s.strip()]
-            unknown = [s for s in statuses if s not in Session.Status.values]
-            if unknown:
-                raise BadRequest(f"unknown status {unknown[0]!r}; expected one of {', '.join(Session.Status.values)}")
-        parent = None
-        if query.get("parent"):
-            parent = _session_id(query["parent"])
-            selectors.require_visible(request.user, parent)
-        try:
-            limit = int(query.get("limit", "50"))
-        except ValueError as exc:
-            raise BadRequest("limit must be an integer between 1 and 500") from exc
-        if not 1 <= limit <= 500:
-            raise BadRequest("limit must be an integer between 1 and 500")
-        before = None
-        if query.get("before"):
-            try:
-                before = datetime.fromisoformat(query["before"].replace("Z", "+00:00"))
-            except ValueError as exc:
-                raise BadRequest("before must be an RFC 3339 timestamp") from exc
-            if before.tzinfo is None:
-                raise BadRequest("before must be an RFC 3339 timestamp with a time zone")
-        rows, next_before = selectors.session_list(
-            agent=query.get("agent") or None,
-            statuses=statuses,
-            parent=parent,
-            limit=limit,
-            before=before,
-            owner=request.user.owner,
+        query = SessionListQuerySerializer(
+            data=request.query_params, context={"visible": functools.partial(selectors.require_visible, request.user)}
         )
+        rows, next_before = selectors.session_list(**query.filters(), owner=request.user.owner)
         return Response(render(SessionListSerializer, {"sessions": rows, "next_before": next_before}))
 
     @extend_schema(
@@ -191,7 +178,7 @@ class SessionViewSet(ApiViewSet):
         if data.get("parent"):
             parent_id = _session_id(data["parent"])
             selectors.require_visible(principal, parent_id)
-        wait_params(request)
+        wait_for = wait_params(request)
         session = sessions.session_create(
             agent_slug=data["agent"],
             prompt=prompt or None,
@@ -206,7 +193,7 @@ class SessionViewSet(ApiViewSet):
         if session_token is not None:
             # shown this once; only its digest is stored (docs/api.md §10.5)
             session.session_token = session_token
-        return session_answer(request, session, created=True)
+        return session_answer(request, session, wait_for, created=True)
 
     @extend_schema(
         operation_id="importSession",
@@ -219,10 +206,11 @@ class SessionViewSet(ApiViewSet):
     def import_session(self, request: Request) -> Response:
         """Store an agents-exe session file as a session of ``agent`` (our extension: docs/api.md §7.16)."""
         data = validated(SessionImportSerializer, json_object_body(request))
+        wait_for = wait_params(request)
         session = sessions.session_import(
             document=data["session"], agent_slug=data["agent"], owner=request.user.owner, require_agent=True
         )
-        return session_answer(request, session, created=True)
+        return session_answer(request, session, wait_for, created=True)
 
     @extend_schema(
         operation_id="exportSession",
@@ -232,7 +220,7 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["get"])
     def export(self, request: Request, session_id: str) -> Response:
         """The session as an agents-exe session file: its document, as is (docs/api.md §7.16)."""
-        session = selectors.session_get(_session_id(session_id))
+        session = _found(session_id)
         return Response(session.parsed_document())
 
     @extend_schema(
@@ -242,7 +230,8 @@ class SessionViewSet(ApiViewSet):
     )
     def retrieve(self, request: Request, session_id: str) -> Response:
         """The session; with ``wait=true``, once its run stops (202 if still running at timeout)."""
-        return session_answer(request, selectors.session_get(_session_id(session_id)), read_only=True)
+        session = _found(session_id)
+        return session_answer(request, session, wait_params(request), read_only=True)
 
     @extend_schema(
         operation_id="deleteSession",
@@ -268,10 +257,9 @@ class SessionViewSet(ApiViewSet):
     @idempotent
     def messages(self, request: Request, session_id: str) -> Response:
         """Add a user message and run; to a busy session it is queued as mail (never refused)."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
+        sid = _found(session_id).pk
         data = validated(MessageSerializer, json_object_body(request))
-        wait_params(request)
+        wait_for = wait_params(request)
         session = sessions.message_post(
             session_id=sid,
             prompt=data.get("prompt") or None,
@@ -281,7 +269,7 @@ class SessionViewSet(ApiViewSet):
             owner=request.user.owner,
             params=data.get("params"),
         )
-        return session_answer(request, session)
+        return session_answer(request, session, wait_for)
 
     @extend_schema(
         operation_id="resumeSession",
@@ -297,14 +285,13 @@ class SessionViewSet(ApiViewSet):
     @idempotent
     def resume(self, request: Request, session_id: str) -> Response:
         """Start a run on a stored session (``mode``: step or until_blocked)."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
+        sid = _found(session_id).pk
         data = validated(ResumeSerializer, json_object_body(request))
-        wait_params(request)
+        wait_for = wait_params(request)
         session = sessions.session_resume(
             session_id=sid, mode=data["mode"], owner=request.user.owner, params=data.get("params")
         )
-        return session_answer(request, session)
+        return session_answer(request, session, wait_for)
 
     @extend_schema(
         operation_id="listPendingCalls",
@@ -314,7 +301,7 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["get"])
     def pending(self, request: Request, session_id: str) -> Response:
         """The deferred calls waiting for a continuation."""
-        session = selectors.session_get(_session_id(session_id))
+        session = _found(session_id)
         return Response(render(PendingSerializer, {"calls": session.pending_calls}))
 
     @extend_schema(
@@ -325,7 +312,7 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["get"])
     def mail(self, request: Request, session_id: str) -> Response:
         """The session's mail, oldest first."""
-        session = selectors.session_get(_session_id(session_id))
+        session = _found(session_id)
         envelopes = selectors.mail_list(session, unread=query_bool(request, "unread"))
         return Response(render(MailListSerializer, {"mail": envelopes}))
 
@@ -338,10 +325,10 @@ class SessionViewSet(ApiViewSet):
     @mail.mapping.post
     def send_mail(self, request: Request, session_id: str) -> Response:
         """Queue mail for the session; never refused for the session's status."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
-        data = validated(MailSerializer, json_object_body(request))
-        body = mailbox.validate_body(json_object_body(request).get("body"))
+        sid = _found(session_id).pk
+        posted = json_object_body(request)
+        data = validated(MailSerializer, posted)
+        body = mailbox.validate_body(posted.get("body"))
         receipt = mail_services.mail_send(
             session_id=sid,
             body=body,
@@ -361,8 +348,7 @@ class SessionViewSet(ApiViewSet):
     @idempotent
     def fork(self, request: Request, session_id: str) -> Response:
         """A new session with the turns from ``at_turn`` (newest first) down, optionally another agent."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
+        sid = _found(session_id).pk
         data = validated(ForkSerializer, json_object_body(request))
         session = tree.session_fork(
             session_id=sid, at_turn=data.get("at_turn"), agent_slug=data.get("agent"), params=data.get("params")
@@ -379,9 +365,9 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, session_id: str) -> Response:
         """Pause: the run stops at its next step and the session is stored ``paused``."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
-        return session_answer(request, sessions.session_pause(session_id=sid, owner=request.user.owner))
+        sid = _found(session_id).pk
+        wait_for = wait_params(request)
+        return session_answer(request, sessions.session_pause(session_id=sid, owner=request.user.owner), wait_for)
 
     @extend_schema(
         operation_id="cancelRun",
@@ -392,8 +378,7 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, session_id: str) -> Response:
         """Stop the active run and its background calls; answers once the run has stopped."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
+        sid = _found(session_id).pk
         sessions.session_cancel(session_id=sid, owner=request.user.owner)
         return Response(render(SessionMetaSerializer, selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)))
 
@@ -406,9 +391,10 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["post"], url_path="cancel-attached")
     def cancel_attached(self, request: Request, session_id: str) -> Response:
         """Cancel every attached tool call, without stopping the run."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
-        return session_answer(request, sessions.session_cancel_attached(session_id=sid, owner=request.user.owner))
+        sid = _found(session_id).pk
+        wait_for = wait_params(request)
+        cancelled = sessions.session_cancel_attached(session_id=sid, owner=request.user.owner)
+        return session_answer(request, cancelled, wait_for)
 
     @extend_schema(
         operation_id="setSessionParams",
@@ -420,8 +406,7 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["put"])
     def params(self, request: Request, session_id: str) -> Response:
         """Merge session-scope parameter values into the session; starts no run."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
+        sid = _found(session_id).pk
         body = json_object_body(request)
         # an object whose only key is "params", holding an object, is the wrapped form
         values = body["params"] if set(body) == {"params"} and isinstance(body["params"], dict) else body
@@ -437,8 +422,7 @@ class SessionViewSet(ApiViewSet):
     @action(detail=True, methods=["delete"])
     def token(self, request: Request, session_id: str) -> Response:
         """Revoke the session token: it answers 401 from now on."""
-        sid = _session_id(session_id)
-        selectors.session_get(sid)
+        sid = _found(session_id).pk
         return Response(render(SessionViewSerializer, owner.session_token_revoke(session_id=sid)))
 
 
@@ -465,7 +449,7 @@ class ContinuationViewSet(ApiViewSet):
         if "result" not in body:
             raise BadRequest("result: This field is required.")
         data = validated(ContinuationSerializer, body)
-        wait_params(request)
+        wait_for = wait_params(request)
         selectors.require_visible_token(request.user, parsed)
         session = continuations.continuation_complete(
             token=parsed,
@@ -474,7 +458,7 @@ class ContinuationViewSet(ApiViewSet):
             params=data.get("params"),
             caller=request.user.owner,
         )
-        return session_answer(request, session)
+        return session_answer(request, session, wait_for)
 
 
 class HealthViewSet(viewsets.ViewSet):

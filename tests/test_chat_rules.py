@@ -9,7 +9,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from agentsite.chat import chat_enabled, is_loopback_bind
-from foundation.errors import AttachmentTooLarge
+from foundation.errors import PayloadTooLarge
 from sessions_app.serializers import MessageSerializer
 
 
@@ -55,7 +55,7 @@ def test_an_attachment_at_the_limit_is_taken(size: int) -> None:
 @pytest.mark.parametrize("size", [7, 8, 9, 100])
 def test_an_attachment_over_the_limit_is_refused_with_its_size(size: int) -> None:
     with override_settings(AGENTS={**settings.AGENTS, "MAX_ATTACHMENT_BYTES": 6}):
-        with pytest.raises(AttachmentTooLarge) as refused:
+        with pytest.raises(PayloadTooLarge) as refused:
             _message(b"x" * size, "notes.txt").is_valid()
     assert refused.value.status == 413
     assert refused.value.body() == {

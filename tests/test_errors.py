@@ -214,6 +214,31 @@ def test_the_error_catalogue_has_one_class_per_code() -> None:
         assert 400 <= error.status <= 500
 
 
+def test_no_two_error_classes_share_a_code() -> None:
+    """A second class with a code already taken would drop one of the two out of the catalogue
+    (and out of the OpenAPI document); its wording belongs on the class of that code."""
+    from foundation.errors import CATALOGUE, error_classes
+
+    codes = [cls.code for cls in error_classes()]
+    assert sorted(code for code in codes if codes.count(code) > 1) == []
+    assert sorted(CATALOGUE.values(), key=str) == sorted(error_classes(), key=str)
+
+
+def test_a_second_wording_keeps_its_code_status_and_message() -> None:
+    from foundation.errors import CATALOGUE, ErrorCode, NotFound, PayloadTooLarge
+
+    attachment = PayloadTooLarge.attachment("'a.png'", 9, 6)
+    assert (attachment.status, attachment.body()) == (
+        413,
+        {"error": "payload_too_large", "message": "attachment 'a.png' is 9 bytes, over the limit of 6 bytes"},
+    )
+    assert str(attachment) == attachment.message
+    version = NotFound.agent_version("helper", 3)
+    assert version.status == 404
+    assert version.body() == {"error": "not_found", "message": "agent 'helper' has no version 3"}
+    assert CATALOGUE[ErrorCode.PAYLOAD_TOO_LARGE] is PayloadTooLarge and CATALOGUE[ErrorCode.NOT_FOUND] is NotFound
+
+
 def test_every_code_is_in_the_documented_table_with_its_status() -> None:
     from foundation.errors import CATALOGUE
 

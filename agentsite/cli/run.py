@@ -145,18 +145,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     worker = open_database(args, "run", first_only=True)
     from foundation.errors import ApiError
     from sessions_app import document as doc
+    from sessions_app.models import Session
     from sessions_app.services import sessions
 
     slug = the_agent_slug()
+    mode = Session.RunMode.UNTIL_BLOCKED
     try:
         if existing is not None:
             session = sessions.session_from_file(document=existing, agent_slug=slug)
             session = sessions.message_post(
-                session_id=session.pk, prompt=prompt, media=doc.media_from_api(media), run="until_blocked"
+                session_id=session.pk, prompt=prompt, media=doc.media_from_api(media), run=mode
             )
         else:
             session = sessions.session_create(
-                agent_slug=slug, prompt=prompt, media=doc.media_from_api(media), run="until_blocked"
+                agent_slug=slug, prompt=prompt, media=doc.media_from_api(media), run=mode
             )
     except ApiError as error:
         raise CliError(error.message) from error

@@ -72,29 +72,32 @@ def cmd_start(args: argparse.Namespace) -> int:
     media = read_media(args.media)
     open_database(args, "session start", first_only=True)
     from sessions_app import document as doc
+    from sessions_app.models import Session
     from sessions_app.services import sessions
 
     session = _api(sessions.session_create, agent_slug=the_agent_slug(), prompt=prompt,
-                   media=doc.media_from_api(media), run="step" if args.step else "none")
+                   media=doc.media_from_api(media), run=Session.RunMode.STEP if args.step else Session.NO_RUN)
     return print_state(wait_until_stopped(session.pk, progress=False))
 
 
-def _advance(args: argparse.Namespace, mode: str) -> int:
+def _advance(args: argparse.Namespace, *, step: bool) -> int:
     open_database(args, f"session {args.session_command}")
+    from sessions_app.models import Session
     from sessions_app.services import sessions
 
+    mode = Session.RunMode.STEP if step else Session.RunMode.UNTIL_BLOCKED
     session = _api(sessions.session_resume, session_id=_session_id(args.session_id), mode=mode)
     return print_state(wait_until_stopped(session.pk, progress=sys.stderr.isatty()))
 
 
 def cmd_step(args: argparse.Namespace) -> int:
     """Exactly one step (``step``, and ``pause``, its older name), stored; then the state."""
-    return _advance(args, "step")
+    return _advance(args, step=True)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Run until the answer or the next deferred call; then the state."""
-    return _advance(args, "until_blocked")
+    return _advance(args, step=False)
 
 
 def cmd_pending(args: argparse.Namespace) -> int:

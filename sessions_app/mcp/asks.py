@@ -72,7 +72,12 @@ def ask_agent(
     """
     try:
         session = sessions.session_create(
-            agent_slug=slug, prompt=prompt, media=[], run="until_blocked", owner=owner, params=params or None
+            agent_slug=slug,
+            prompt=prompt,
+            media=[],
+            run=Session.RunMode.UNTIL_BLOCKED,
+            owner=owner,
+            params=params or None,
         )
     except ApiError as error:
         if error.code in PARAMS_CODES:

@@ -221,7 +221,7 @@ def session_spawn(*, parent_id: str, agent: str, message: str) -> dict[str, Any]
             parent_id=parent.pk,
             owner=parent.owner,
             params={},
-            **run_fields("until_blocked"),
+            **run_fields(Session.RunMode.UNTIL_BLOCKED),
         )
         enqueue_run(child.pk, child.run_id)
     return {"session_id": str(child.pk), "agent": agent, "status": child.status}

@@ -125,7 +125,7 @@ def continuation_complete(
             # result on the continuation only
             return store(session, session.document, **extra) if extra else session
         if runs:
-            session = store(session, updated, **extra, **run_fields("until_blocked"))
+            session = store(session, updated, **extra, **run_fields(Session.RunMode.UNTIL_BLOCKED))
             enqueue_run(session.pk, session.run_id)
         else:
             session = store(session, updated, status=doc.status_of(updated), status_detail=None, **extra)

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
-from foundation.errors import ApiError, MailboxFull
+from foundation.errors import AgentFailedToLoad, MailboxFull, UnknownAgent
 from sessions_app import document as doc
 from sessions_app import hub, mailbox
 from sessions_app.background import cancel_calls
@@ -79,8 +79,8 @@ def _refuse_when_full(session: Session) -> None:
 def _agent_spec_value(session: Session, name: str, default: Any) -> Any:
     try:
         return getattr(runtime_agent(session.agent_slug).loaded.spec, name)
-    except ApiError:
-        # the agent is no longer loaded: its mail is still accepted, under the default
+    except (UnknownAgent, AgentFailedToLoad):
+        # the agent is no longer loaded (or no longer loads): its mail is still accepted, under the default
         return default
 
 
@@ -106,10 +106,10 @@ def after_mail(session: Session, envelope: MailEnvelope) -> Session:
             cancel_calls(session, ids)
         session = store(session, document, status=status)
         if message == mailbox.Control.RESUME and status != Session.Status.PAUSED and runnable(session):
-            session = request_run(session, "until_blocked")
+            session = request_run(session, Session.RunMode.UNTIL_BLOCKED)
         return session
     if message_wakes(session, envelope.sender):
-        session = request_run(session, "until_blocked")
+        session = request_run(session, Session.RunMode.UNTIL_BLOCKED)
     return session
 
 
@@ -133,7 +133,7 @@ def runnable(session: Session) -> bool:
     return mailbox.can_fold(document) and any(not mailbox.is_control(e) for e in mailbox.unread(session, document))
 
 
-def request_run(session: Session, mode: str) -> Session:
+def request_run(session: Session, mode: Session.RunMode) -> Session:
     session = store(session, session.document, **run_fields(mode))
     enqueue_run(session.pk, session.run_id)
     return session

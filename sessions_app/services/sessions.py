@@ -78,7 +78,7 @@ def session_create(
         raise UnknownAgent(agent_slug)
     agent = runtime_agent(agent_slug)
     query = doc.make_query(prompt, media)
-    starts_run = query is not None and run != "none"
+    starts_run = query is not None and run != Session.NO_RUN
     checked = values.check_request(agent, params)
     if not starts_run:
         checked.refuse_message_scope()
@@ -98,7 +98,7 @@ def session_create(
             document = doc.push_turn(document, turn)
         fields: dict[str, Any] = {"status": Session.Status.READY}
         if starts_run:
-            fields = run_fields(run)
+            fields = run_fields(Session.RunMode(run))
         values.hold_on_commit(session_id, secrets=values.secret_updates(agent, checked.session), message=message)
         session = insert_session(
             document,
@@ -242,7 +242,7 @@ def message_post(
         sender = {"tag": "user", "owner": owner}
         queued = active or session.status == Session.Status.PAUSED or not takes_turn
         queued = queued or bool(mailbox.unread(session, document))
-        runs = (active or message_wakes(session, sender)) if queued else run != "none"
+        runs = (active or message_wakes(session, sender)) if queued else run != Session.NO_RUN
         fields = values.held(session.pk)
         given = values.merged(agent, values.given_values(session, fields), checked.session)
         message = values.message_values(agent, checked.message)
@@ -266,15 +266,15 @@ def message_post(
         tools = agent.system_tools(agent.resolve_params(given), functools.partial(doc.answered_calls, document))
         turn = doc.user_turn(agent.system_prompt, tools, query)
         document = doc.push_turn(document, turn)
-        if run == "none":
+        if run == Session.NO_RUN:
             return store(session, document, status=Session.Status.READY, status_detail=None, params=new_params)
-        session = store(session, document, params=new_params, **run_fields(run))
+        session = store(session, document, params=new_params, **run_fields(Session.RunMode(run)))
         enqueue_run(session.pk, session.run_id)
     return session
 
 
 def session_resume(
-    *, session_id: uuid.UUID, mode: str, owner: str | None = None, params: dict[str, Any] | None = None
+    *, session_id: uuid.UUID, mode: Session.RunMode, owner: str | None = None, params: dict[str, Any] | None = None
 ) -> Session:
     """Start a run on a stored session (``POST /v1/sessions/:id/resume``, docs/api.md §7.6).
 
@@ -312,7 +312,7 @@ def session_resume(
                 session = store_params(session, new_params)
             append_mail(session, mailbox.RESUME, priority="normal", sender={"tag": "user", "owner": owner})
             return session
-        session = store(session, session.document, params=new_params, **run_fields(mode))
+        session = store(session, session.document, params=new_params, **run_fields(Session.RunMode(mode)))
         enqueue_run(session.pk, session.run_id)
     return session
 

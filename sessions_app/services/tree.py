@@ -14,7 +14,7 @@ from django.db import transaction
 from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
-from foundation.errors import ApiError, RunInProgress, UnknownTurn
+from foundation.errors import RunInProgress, TokenAlreadyCompleted, UnknownTurn
 from sessions_app import document as doc
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
@@ -159,7 +159,7 @@ def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Sess
         parent=parent,
         owner=parent.owner,
         params={name: value.value for name, value in child.params.items() if not value.secret},
-        **run_fields("until_blocked"),
+        **run_fields(Session.RunMode.UNTIL_BLOCKED),
     )
     started = SubcallStarted(
         child_session_id=str(session.pk),
@@ -215,7 +215,7 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
         continuation_complete(
             token=uuid.UUID(waiting[0]["tcContinuation"]), result=result, resume=True, from_helper=True
         )
-    except ApiError:
+    except TokenAlreadyCompleted:
         # already answered (e.g. the parent was cancelled meanwhile): nothing left to deliver
         return
 
@@ -312,7 +312,7 @@ def free_stranded_children(parent: Session, *, settled_before: Any = None) -> li
         if child is None or child.status not in STRANDED:
             continue
         if child.status == Session.Status.READY:
-            child = store(child, child.document, **run_fields("until_blocked"))
+            child = store(child, child.document, **run_fields(Session.RunMode.UNTIL_BLOCKED))
             enqueue_run(child.pk, child.run_id)
         else:
             transaction.on_commit(functools.partial(deliver_to_parent, child.pk))

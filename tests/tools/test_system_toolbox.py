@@ -347,3 +347,51 @@ def test_mail_capabilities_pass_their_arguments_to_the_port(tmp_path: Path) -> N
 def test_mail_capability_errors_name_what_is_wrong(tmp_path: Path, arguments: dict, message: str) -> None:
     result = system_tool(tmp_path, MAIL).call(arguments, make_ctx(sessions=FakeMailPort()))
     assert result.is_error and result.response.startswith(f"Error: system_sys_system_info: {message}")
+
+
+def test_read_session_shows_a_tool_response_as_the_model_read_it(tmp_path: Path) -> None:
+    """One stored response, one text: what read-session shows of a tool's answer is the tool
+    message the model was sent (docs/sessions.md §1.5), media labels included."""
+    from sessions_app.document import openai_messages
+
+    picture = base64.b64encode(PNG).decode()
+    responses = [
+        {
+            "type": "mixed",
+            "parts": [
+                {"type": "text", "text": "a dot"},
+                {"type": "media", "mimeType": "image/png", "base64Data": picture, "filename": "dot.png"},
+            ],
+        },
+        {"type": "media", "mimeType": "audio/wav", "base64Data": "AAAA"},
+        {"type": "json", "content": {"n": 1, "é": [True, None]}},
+        {"_userToolResponse": "42 files"},
+    ]
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": f"tool_{n}", "arguments": "{}"}}
+        for n in range(len(responses))
+    ]
+    turns = [
+        {
+            "tag": "UserTurn",
+            "contents": {"userQuery": None, "userToolResponses": list(map(list, zip(calls, responses, strict=True)))},
+        },
+        {"tag": "LlmTurn", "contents": {"llmResponse": {"responseText": ""}, "llmToolCalls": calls}},
+        {"tag": "UserTurn", "contents": {"userQuery": "look", "userToolResponses": []}},
+    ]
+    port = FakePort()
+    port.all[0] = SessionInfo(
+        port.all[0].session_id, "kid", "idle", datetime(2025, 1, 1, tzinfo=UTC), turns, "child", False
+    )
+    tool = system_tool(tmp_path, ["read-session"])
+    read = data(
+        tool.call(
+            {"capability": "read-session", "session_id": port.all[0].session_id, "include_tool_responses": True},
+            make_ctx(sessions=port),
+        )
+    )
+    shown = [line.partition(": ")[2] for line in read["content"].split("\nTurn ") if "[Tool]" in line]
+    sent = [m for m in openai_messages({"turns": turns}, "") if m["role"] == "tool"]
+    assert shown == [f"[Tool] tool_{n}: {m['content']}" for n, m in enumerate(sent)]
+    assert sent[0]["content"] == f"a dot\n[Media: image/png, dot.png, {len(picture) * 3 // 4} bytes]"
+    assert sent[1]["content"] == "[Media: audio/wav, unnamed, 3 bytes]"

@@ -14,10 +14,10 @@ app binds to the calling session and its owner, so they answer the same from any
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentfiles.builtins import SystemConfig
+from agents_app.tool_responses import render_tool_response
 from foundation.common import rfc3339
 
 from ..base import ToolContext
@@ -162,28 +162,6 @@ def _summary(session: SessionInfo) -> dict[str, Any]:
     }
 
 
-def response_text(response: Any) -> str:
-    """The text of a stored tool response (text, JSON, media or mixed)."""
-    if isinstance(response, dict) and set(response) == {"_userToolResponse"}:
-        response = response["_userToolResponse"]
-    if isinstance(response, str):
-        return response
-    if isinstance(response, dict):
-        kind = response.get("type")
-        if kind == "text":
-            return str(response.get("content", ""))
-        if kind == "json":
-            return json.dumps(response.get("content"), ensure_ascii=False)
-        if kind == "media":
-            return f"[media {response.get('mimeType')} {response.get('filename') or ''}]".replace(" ]", "]")
-        if kind == "mixed":
-            return "\n".join(
-                response_text(part) if part.get("type") != "text" else part.get("text", "")
-                for part in response.get("parts", [])
-            )
-    return json.dumps(response, ensure_ascii=False)
-
-
 def _turn_lines(turn: dict[str, Any], thinking: bool, tool_outputs: bool) -> list[str]:
     """The condensed lines of one turn: ``[User] ...``, ``[LLM] ...``, ``[Tool] ...``."""
     tag, contents = turn.get("tag"), turn.get("contents") or {}
@@ -210,7 +188,7 @@ def _turn_lines(turn: dict[str, Any], thinking: bool, tool_outputs: bool) -> lis
             pairs.append((tracked.get("tcCall") or {}, tracked.get("tcResult") or f"({tracked.get('tcState')})"))
     if tool_outputs:
         for call, response in pairs:
-            lines.append(f"[Tool] {(call.get('function') or {}).get('name')}: {response_text(response)}")
+            lines.append(f"[Tool] {(call.get('function') or {}).get('name')}: {render_tool_response(response)}")
     query = contents.get("userQuery")
     text = query.get("text") if isinstance(query, dict) else query
     if text:

@@ -81,11 +81,6 @@ class HttpToolboxConfig:
     bindings: tuple[tuple[str, Binding], ...] = ()
     activation: Activation = field(default_factory=Activation)
 
-    @property
-    def spec_is_remote(self) -> bool:
-        """Whether the document is fetched over HTTP (the only kind a stored agent may name)."""
-        return is_remote(self.spec_url)
-
 
 def is_remote(url: str) -> bool:
     """Whether ``url`` is an ``http://`` or ``https://`` URL."""
