@@ -33,7 +33,7 @@ import json
 import uuid
 from typing import Any
 
-from agents_app.tool_responses import render_tool_response, unwrap_response
+from agentfiles.tool_responses import render_tool_response, unwrap_response
 
 FINAL_STATES = {"Completed", "Failed"}
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentfiles.builtins import SystemConfig
-from agents_app.tool_responses import render_tool_response
+from agentfiles.tool_responses import render_tool_response
 from foundation.common import rfc3339
 
 from ..base import ToolContext
