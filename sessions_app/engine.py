@@ -357,7 +357,7 @@ class _CallRound:
         return entry
 
     def run_inline(self, index: int, entry: TrackedCall) -> None:
-        """Run call ``index`` (oldest first) in the step, recorded in the ledger first; one an
+        """Run the call at ``index`` of the LLM turn in the step, recorded in the ledger first; one an
         earlier step started is interrupted instead, unless safe to retry; an interrupt detaches it."""
         name = entry.name
         if self.ledger is not None and self.ledger.interrupted(index) and not _safe_to_retry(self.agent, name):

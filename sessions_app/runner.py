@@ -24,6 +24,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents_app.bindings import ScopedBinding
 from agents_app.keys import fallback_api_key
 from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
@@ -66,6 +67,7 @@ from sessions_app.session_document import CallState, SessionDocument, TrackedCal
 from sessions_app.started import StartedCalls, forget_started
 from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
 from tools_app.policy import flatten_disposition
+from tools_app.toolset import ToolSet
 
 log = logging.getLogger("sessions.runner")
 
@@ -156,7 +158,13 @@ def _loop(session: Session, heartbeat: RunWatch) -> None:
 
 class _Run:
     """One claimed run as its loop goes (docs/sessions.md §4): the session as last read, the
-    agent and its tools, and how many steps it has stored."""
+    agent and its tools (set by :meth:`open`), and how many steps it has stored."""
+
+    agent: RuntimeAgent
+    held: values.RunValues
+    narrowed: ToolSet | None
+    tools: ToolSet
+    inherited: tuple[ScopedBinding, ...]
 
     def __init__(self, session: Session, heartbeat: RunWatch) -> None:
         self.session = session
