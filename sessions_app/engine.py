@@ -29,7 +29,6 @@ from agents_app.llm import LlmCancelled, complete
 from agents_app.narrowing import NarrowingError, derived_table, prepare_helper_call
 from agents_app.runtime import RuntimeAgent, runtime_agent
 from sessions_app import background, executor, isolation
-from sessions_app import document as doc
 from sessions_app.event_types import (
     EventKind,
     ToolFinished,
@@ -40,6 +39,7 @@ from sessions_app.event_types import (
 )
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
+from sessions_app.session_document import CallState, SessionDocument, TrackedCall
 from tools_app.activation import hidden_text
 from tools_app.base import ToolContext
 from tools_app.subagent import SubAgentTool
@@ -142,7 +142,7 @@ class RunSignals:
 
 
 def step(
-    document: dict[str, Any],
+    document: SessionDocument,
     agent: RuntimeAgent,
     session: Any,
     *,
@@ -177,30 +177,28 @@ def step(
         NothingToDo: the head is a final answer, waits on calls, or there is no turn.
         agents_app.llm.LlmError: the provider failed; nothing was changed.
     """
-    head = doc.head(document)
-    if head is None:
+    if document.head is None:
         raise NothingToDo("the session has no turn")
     params = params or StepParams()
-    tag = head.get("tag")
-    if tag == "UserTurn" or (tag == "PartialUserTurn" and _only_detached_open(head)):
+    signals = signals or RunSignals()
+    if document.wants_model():
         answer = _complete_unless_stopped(
-            signals or RunSignals(),
+            signals,
             agent.loaded.spec.interruptCompletions,
             spec=agent.loaded.spec,
             api_key=agent.api_key_for(owner),
-            messages=doc.openai_messages(document, agent.system_prompt),
-            tools=params.tools(agent).openai_tools(params.visible, functools.partial(doc.answered_calls, document)),
+            messages=document.openai_messages(agent.system_prompt),
+            tools=params.tools(agent).openai_tools(params.visible, document.answered_calls),
             timeout=settings.AGENTS["LLM_TIMEOUT"],
             on_text_delta=on_text_delta,
         )
-        turn = doc.llm_turn(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
-        return StepResult(doc.push_turn(document, turn))
-    if tag == "LlmTurn" and doc.tool_calls_of(head["contents"]):
-        calls = ledger(len(document.get("turns") or []) - 1) if ledger is not None else None
-        return _run_calls(
-            document, head, agent, session, signals or RunSignals(), on_tool_event or _ignore, params, calls
+        return StepResult(
+            document.push_answer(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
         )
-    raise NothingToDo(f"nothing to do with a {tag} head")
+    if document.wants_tools():
+        calls = ledger(len(document.turns) - 1) if ledger is not None else None
+        return _run_calls(_CallRound(document, agent, session, signals, on_tool_event or _ignore, params, calls))
+    raise NothingToDo(f"nothing to do with a {document.head_tag} head")
 
 
 class Stopped(Exception):
@@ -245,11 +243,6 @@ def _complete_unless_stopped(signals: RunSignals, interruptible: bool, **request
 
 #: The threads that wait on the model for the steps of this process (reused from call to call).
 _llm_requests = ThreadPoolExecutor(max_workers=64, thread_name_prefix="llm-request")
-
-
-def _only_detached_open(turn: dict[str, Any]) -> bool:
-    open_calls = [tc for tc in doc.tracked_calls(turn) if tc["tcState"] not in doc.FINAL_STATES]
-    return all(tc.get("tcDetached") for tc in open_calls)
 
 
 def _ignore(kind: EventKind, payload: ToolStarted | ToolProgressed | ToolFinished) -> None:
@@ -299,115 +292,89 @@ class _InlineCall:
             return True
 
 
-def _run_calls(
-    document: dict[str, Any],
-    head: dict[str, Any],
-    agent: RuntimeAgent,
-    session: Any,
-    signals: RunSignals,
-    on_tool_event: ToolEventCallback,
-    params: StepParams,
-    calls: CallLedger | None,
-) -> StepResult:
-    """Run, start or defer every tool call of the head LLM turn (docs/sessions.md §3.2).
+class _CallRound:
+    """The tool calls of the head LLM turn as one step takes them (docs/sessions.md §3.2): what
+    each call becomes, and what the run loop creates with the step's store."""
 
-    ``defer`` calls get a continuation; ``runAsync`` calls become background calls (started by the
-    run loop once the step is stored); the others run one after another in this step, each
-    recorded in ``calls`` before it runs (one an earlier step started is interrupted, unless
-    safe to retry). An interrupt detaches the call running and those not started yet: they go
-    on in the background and their results come back as mail.
-    """
-    tracked: list[dict[str, Any]] = []
-    continuations: list[NewContinuation] = []
-    started: list[dict[str, Any]] = []
-    inline: list[tuple[int, dict[str, Any]]] = []
-    children: list[NewChild] = []
-    timeout = agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"]
-    session_id = str(session.pk)
-    turn_id = document.get("turnId") or ""
-    tools = params.tools(agent)
-    history = functools.cache(functools.partial(doc.answered_calls, document))
-    hidden = tools.hidden(history)
-    for index, call in enumerate(doc.tool_calls_of(head["contents"])):
+    def __init__(
+        self,
+        document: SessionDocument,
+        agent: RuntimeAgent,
+        session: Any,
+        signals: RunSignals,
+        on_tool_event: ToolEventCallback,
+        params: StepParams,
+        ledger: CallLedger | None,
+    ) -> None:
+        self.document = document
+        self.agent = agent
+        self.session = session
+        self.session_id = str(session.pk)
+        self.signals = signals
+        self.on_tool_event = on_tool_event
+        self.params = params
+        self.ledger = ledger
+        self.tools = params.tools(agent)
+        self.history = functools.cache(document.answered_calls)
+        self.hidden = self.tools.hidden(self.history)
+        self.continuations: list[NewContinuation] = []
+        self.background: list[dict[str, Any]] = []
+        self.children: list[NewChild] = []
+
+    def track(self, call: dict[str, Any]) -> TrackedCall:
+        """The tracked call that ``call`` becomes as its policy says: failed (a gated tool), deferred,
+        answered by a helper session, started in the background, or ``Ready`` to run in the step."""
         name = (call.get("function") or {}).get("name") or ""
-        original = tools.original_name(name)
-        disposition = agent.policy.disposition_for(name, original)
-        effective = agent.policy.decide(name, original)
-        tool = tools.get(name)
-        helper = tool if isinstance(tool, SubAgentTool) and effective.get("tag") != "defer" else None
-        if tool is not None and name in hidden:
+        original = self.tools.original_name(name)
+        disposition = self.agent.policy.disposition_for(name, original)
+        effective = self.agent.policy.decide(name, original)
+        tag = effective.get("tag")
+        tool = self.tools.get(name)
+        if tool is not None and name in self.hidden:
             # a gated tool the model may not reach yet: it never runs, and the model is told how to open it
-            entry = doc.tracked_call(call, "Failed", disposition, result=hidden_text(tool))
-        elif effective.get("tag") == "defer":
-            token = str(uuid.uuid4())
-            entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
-            continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
-        elif helper is not None:
-            entry = _child_call(call, disposition, helper, session, continuations, children, params, document)
-        elif effective.get("tag") == "runAsync":
-            entry = doc.tracked_call(call, "Running", disposition)
-            entry["tcBackground"] = True
-            if effective.get("attachSeconds") == 0:
-                # attachSeconds 0: the model is answered at once, the result comes as mail
-                entry["tcDetached"] = DETACHED_AT_ONCE
-            started.append(entry)
-        else:
-            if effective.get("tag") != "runSync":
-                # isolated execution is not built: run the call in the step, and say so in the log
-                log.warning(
-                    "disposition run inline",
-                    extra={
-                        "kind": "tools.inline_fallback",
-                        "session_id": session_id,
-                        "disposition": effective.get("tag"),
-                    },
-                )
-            entry = doc.tracked_call(call, "Ready", disposition)
-            inline.append((index, entry))
-        tracked.append(entry)
-    for index, entry in inline:
-        call = entry["tcCall"]
-        name = (call.get("function") or {}).get("name") or ""
-        if calls is not None and calls.interrupted(index) and not _safe_to_retry(agent, name):
-            _interrupt(entry, session_id, on_tool_event)
-            continue
-        if calls is not None:
-            calls.record(index, call)
+            return TrackedCall.new(call, CallState.FAILED, disposition, result=hidden_text(tool))
+        if tag == "defer":
+            return self.defer(TrackedCall.new(call, CallState.DEFERRED, disposition, continuation=str(uuid.uuid4())))
+        if isinstance(tool, SubAgentTool):
+            return _child_call(self, call, disposition, tool)
+        if tag == "runAsync":
+            entry = TrackedCall.new(call, CallState.RUNNING, disposition)
+            # attachSeconds 0: the model is answered at once, the result comes as mail
+            entry.run_in_background(DETACHED_AT_ONCE if effective.get("attachSeconds") == 0 else None)
+            self.background.append(entry.data)
+            return entry
+        if tag != "runSync":
+            # isolated execution is not built: run the call in the step, and say so in the log
+            log.warning(
+                "disposition run inline",
+                extra={"kind": "tools.inline_fallback", "session_id": self.session_id, "disposition": tag},
+            )
+        return TrackedCall.new(call, CallState.READY, disposition)
+
+    def defer(self, entry: TrackedCall) -> TrackedCall:
+        """A deferred call: its continuation row is created with the step."""
+        self.continuations.append(NewContinuation(str(entry.continuation), entry.id, entry.call, entry.policy))
+        return entry
+
+    def run_inline(self, index: int, entry: TrackedCall) -> None:
+        """Run the call at ``index`` of the LLM turn in the step, recorded in the ledger first; one an
+        earlier step started is interrupted instead, unless safe to retry; an interrupt detaches it."""
+        name = entry.name
+        if self.ledger is not None and self.ledger.interrupted(index) and not _safe_to_retry(self.agent, name):
+            _interrupt(entry, self.session_id, self.on_tool_event)
+            return
+        if self.ledger is not None:
+            self.ledger.record(index, entry.call)
         # progress is reported in the call's thread and emitted from this one
         reports: queue.SimpleQueue[ToolProgressed] = queue.SimpleQueue()
-        call_id = str(call.get("id") or "")
-        progress, output = progress_reporters(call_id, name, reports.put)
-        context = ToolContext(
-            session_id=session_id,
-            conversation_id=session_id,
-            turn_id=turn_id,
-            agent_slug=agent.slug,
-            tool_call_id=call_id,
-            timeout=timeout,
-            cancel=threading.Event(),
-            sessions=DbSessionsPort(session_id),
-            tools=tools,
-            progress=progress,
-            output=output,
-            params=params.values,
-            inherited_bindings=params.inherited,
-        )
-        on_tool_event(EventKind.TOOL_STARTED, ToolStarted(tool_call_id=context.tool_call_id, tool=name))
-        running = _InlineCall(agent, call, context)
-        while not running.done.wait(0.05):
-            _emit_progress(reports, on_tool_event)
-            if signals.stop.is_set():
-                running.cancel.set()
-            if signals.interrupt.is_set() and running.detach(session, entry):
-                entry["tcState"] = "Running"
-                entry["tcDetached"] = DETACHED_BY_INTERRUPT
-                break
-        _emit_progress(reports, on_tool_event)
-        if entry["tcState"] == "Running":
-            continue
+        context = self.context(entry, reports)
+        self.on_tool_event(EventKind.TOOL_STARTED, ToolStarted(tool_call_id=context.tool_call_id, tool=name))
+        running = _InlineCall(self.agent, entry.call, context)
+        if self.wait(running, entry, reports):
+            return
         state, response = running.outcome or ("Failed", "Error: the tool call produced no outcome")
-        entry["tcState"], entry["tcResult"] = state, response
-        on_tool_event(
+        entry.finish(CallState(state), response)
+        self.on_tool_event(
             EventKind.TOOL_COMPLETED if state == "Completed" else EventKind.TOOL_FAILED,
             ToolFinished(
                 tool_call_id=context.tool_call_id,
@@ -416,9 +383,56 @@ def _run_calls(
                 result=bounded(response, settings.AGENTS["EVENT_VALUE_MAX_BYTES"]),
             ),
         )
-    partial = doc.partial_turn(agent.system_prompt, tools.system_tools(params.visible, history), tracked)
-    turn = doc.close_partial(partial) if doc.all_final(partial) else partial
-    return StepResult(doc.push_turn(document, turn), continuations, started, children, ran_calls=bool(inline))
+
+    def context(self, entry: TrackedCall, reports: queue.SimpleQueue[ToolProgressed]) -> ToolContext:
+        """What the tool of an inline call is given; its progress reports go to ``reports``."""
+        progress, output = progress_reporters(entry.provider_id, entry.name, reports.put)
+        return ToolContext(
+            session_id=self.session_id,
+            conversation_id=self.session_id,
+            turn_id=self.document.turn_id,
+            agent_slug=self.agent.slug,
+            tool_call_id=entry.provider_id,
+            timeout=self.agent.loaded.spec.asyncCallTimeoutSeconds or settings.AGENTS["TOOL_TIMEOUT"],
+            cancel=threading.Event(),
+            sessions=DbSessionsPort(self.session_id),
+            tools=self.tools,
+            progress=progress,
+            output=output,
+            params=self.params.values,
+            inherited_bindings=self.params.inherited,
+        )
+
+    def wait(self, running: _InlineCall, entry: TrackedCall, reports: queue.SimpleQueue[ToolProgressed]) -> bool:
+        """Wait for an inline call, emitting its progress; a stop cancels it, an interrupt detaches
+        it. Returns whether it was detached."""
+        while not running.done.wait(0.05):
+            _emit_progress(reports, self.on_tool_event)
+            if self.signals.stop.is_set():
+                running.cancel.set()
+            if self.signals.interrupt.is_set() and running.detach(self.session, entry.data):
+                entry.detach(DETACHED_BY_INTERRUPT)
+                break
+        _emit_progress(reports, self.on_tool_event)
+        return entry.state is CallState.RUNNING
+
+
+def _run_calls(calls: _CallRound) -> StepResult:
+    """Run, start or defer every tool call of the head LLM turn (docs/sessions.md §3.2).
+
+    ``defer`` calls get a continuation; ``runAsync`` calls become background calls (started by the
+    run loop once the step is stored); the others run one after another in this step, each
+    recorded in the ledger before it runs (one an earlier step started is interrupted, unless
+    safe to retry). An interrupt detaches the call running and those not started yet: they go
+    on in the background and their results come back as mail.
+    """
+    tracked = [calls.track(call) for call in calls.document.head_tool_calls()]
+    inline = [(index, entry) for index, entry in enumerate(tracked) if entry.state is CallState.READY]
+    for index, entry in inline:
+        calls.run_inline(index, entry)
+    system_tools = calls.tools.system_tools(calls.params.visible, calls.history)
+    document = calls.document.push_calls(calls.agent.system_prompt, system_tools, tracked)
+    return StepResult(document, calls.continuations, calls.background, calls.children, ran_calls=bool(inline))
 
 
 def _safe_to_retry(agent: RuntimeAgent, name: str) -> bool:
@@ -432,13 +446,13 @@ def _safe_to_retry(agent: RuntimeAgent, name: str) -> bool:
     return name in listed or agent.toolset.original_name(name) in listed
 
 
-def _interrupt(entry: dict[str, Any], session_id: str, on_tool_event: ToolEventCallback) -> None:
+def _interrupt(entry: TrackedCall, session_id: str, on_tool_event: ToolEventCallback) -> None:
     """Close a call an earlier step started and never stored as interrupted, without running it."""
-    call = entry["tcCall"]
-    name = (call.get("function") or {}).get("name") or ""
-    entry["tcState"], entry["tcResult"] = "Failed", INTERRUPTED_TEXT
-    log.warning("tool call interrupted", extra={"kind": "tools.interrupted", "session_id": session_id, "tool": name})
-    finished = ToolFinished(tool_call_id=str(call.get("id") or ""), tool=name, status="failed", result=INTERRUPTED_TEXT)
+    entry.finish(CallState.FAILED, INTERRUPTED_TEXT)
+    log.warning(
+        "tool call interrupted", extra={"kind": "tools.interrupted", "session_id": session_id, "tool": entry.name}
+    )
+    finished = ToolFinished(tool_call_id=entry.provider_id, tool=entry.name, status="failed", result=INTERRUPTED_TEXT)
     on_tool_event(EventKind.TOOL_FAILED, finished)
 
 
@@ -453,15 +467,8 @@ def _emit_progress(reports: queue.SimpleQueue[ToolProgressed], on_tool_event: To
 
 
 def _child_call(
-    call: dict[str, Any],
-    disposition: dict[str, Any],
-    helper: SubAgentTool,
-    session: Any,
-    continuations: list[NewContinuation],
-    children: list[NewChild],
-    params: StepParams,
-    document: dict[str, Any],
-) -> dict[str, Any]:
+    calls: _CallRound, call: dict[str, Any], disposition: dict[str, Any], helper: SubAgentTool
+) -> TrackedCall:
     """A helper call: a child session will answer it (docs/sessions.md §7, docs/decisions.md §13).
 
     The call waits like a deferred one, on an internal continuation the child completes when it
@@ -469,16 +476,16 @@ def _child_call(
     error, and a narrowing the calling model can fix fails the call with its reason
     (docs/tools.md §8.6), before any child exists.
     """
-    chain = [session.agent_slug]
-    ancestor = session.parent
+    chain = [calls.session.agent_slug]
+    ancestor = calls.session.parent
     while ancestor is not None:
         chain.append(ancestor.agent_slug)
         ancestor = ancestor.parent
     limit = settings.AGENTS["MAX_SUBAGENT_DEPTH"]
     if len(chain) > limit:
         path = " > ".join(reversed(chain))
-        return doc.tracked_call(
-            call, "Failed", disposition, result=f"Error: max sub-agent depth {limit} reached: {path}"
+        return TrackedCall.new(
+            call, CallState.FAILED, disposition, result=f"Error: max sub-agent depth {limit} reached: {path}"
         )
     try:
         arguments = json.loads((call.get("function") or {}).get("arguments") or "{}")
@@ -486,23 +493,20 @@ def _child_call(
         arguments = None
     what = arguments.get("what") if isinstance(arguments, dict) else None
     if not isinstance(what, str) or not what.strip():
-        return doc.tracked_call(call, "Failed", disposition, result='Error: a helper call needs a "what" string')
+        return TrackedCall.new(call, CallState.FAILED, disposition, result='Error: a helper call needs a "what" string')
     try:
         prepared = prepare_helper_call(
             helper,
             arguments,
-            caller=params.values,
-            inherited=params.inherited,
-            derived=derived_table(doc.answered_calls(document)),
+            caller=calls.params.values,
+            inherited=calls.params.inherited,
+            derived=derived_table(calls.history()),
             lookup=runtime_agent,
         )
     except NarrowingError as error:
-        return doc.tracked_call(call, "Failed", disposition, result=f"Error: {error}")
-    token = str(uuid.uuid4())
-    entry = doc.tracked_call(call, "Deferred", disposition, continuation=token)
-    entry["tcChild"] = str(uuid.uuid4())
-    continuations.append(NewContinuation(token, entry["tcId"], call, disposition))
-    children.append(
-        NewChild(uuid.UUID(entry["tcChild"]), helper.slug, what, len(chain), prepared.params, prepared.narrowing)
-    )
+        return TrackedCall.new(call, CallState.FAILED, disposition, result=f"Error: {error}")
+    entry = TrackedCall.new(call, CallState.DEFERRED, disposition, continuation=str(uuid.uuid4()))
+    child = entry.answer_by_child()
+    calls.defer(entry)
+    calls.children.append(NewChild(child, helper.slug, what, len(chain), prepared.params, prepared.narrowing))
     return entry

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentfiles.parameters import ParamValue
 from agents_app.narrowing import Narrowing
+from sessions_app.session_document import SessionDocument
 
 
 @dataclass
@@ -43,10 +44,11 @@ class NewChild:
 class StepResult:
     """What one step produced: the new document, the continuations and background calls to create.
 
-    ``ran_calls`` says that the step ran tool calls, whose start records its store drops.
+    ``background`` holds the JSON entries of the calls started in the background (tracked calls of
+    the new head). ``ran_calls`` says that the step ran tool calls, whose start records its store drops.
     """
 
-    document: dict[str, Any]
+    document: SessionDocument
     continuations: list[NewContinuation] = field(default_factory=list)
     background: list[dict[str, Any]] = field(default_factory=list)
     children: list[NewChild] = field(default_factory=list)

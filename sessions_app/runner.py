@@ -9,7 +9,6 @@ the version and by the lease.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import socket
@@ -25,6 +24,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agentfiles.bindings import ScopedBinding
 from agentfiles.keys import fallback_api_key
 from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
@@ -59,12 +59,15 @@ from sessions_app.event_types import (
 )
 from sessions_app.models import Session
 from sessions_app.monitor import RunWatch, forget_run, watch_run
+from sessions_app.outcomes import StepResult
 from sessions_app.services import params as values
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
+from sessions_app.session_document import CallState, SessionDocument, TrackedCall
 from sessions_app.started import StartedCalls, forget_started
 from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
 from tools_app.policy import flatten_disposition
+from tools_app.toolset import ToolSet
 
 log = logging.getLogger("sessions.runner")
 
@@ -139,100 +142,148 @@ def run_session(session_id: str, run_id: str) -> None:
 
 def _loop(session: Session, heartbeat: RunWatch) -> None:
     """Step the claimed ``session`` until its run ends (see :func:`run_session`)."""
-    session_id = session.pk
-    # the claim has just read the row; later steps read it again, as others may have written
-    fresh = True
-    mode = Session.RunMode(session.run_mode or Session.RunMode.UNTIL_BLOCKED)
-    log.info("run started", extra={"kind": "run.started", "session_id": str(session_id), "mode": mode})
-    signals = heartbeat.signals
-    steps = 0
+    run = _Run(session, heartbeat)
+    log.info("run started", extra={"kind": "run.started", "session_id": str(run.session_id), "mode": run.mode})
     try:
-        agent = runtime_agent(session.agent_slug)
-        held = values.run_values(agent, session)
-        refusal = _params_refusal(agent, session, held)
-        if refusal is not None:
-            _finish(session_id, mode, RunEnd.FAILED, refusal, agent=None)
-            return
-        narrowing = held.narrowing
-        tools = narrowed_toolset(agent.toolset, narrowing.here) if narrowing is not None else agent.toolset
-        inherited = tuple(narrowing.below) if narrowing is not None else ()
-        while True:
-            if heartbeat.lost.is_set():
-                raise LeaseLost()
-            if hub.shutting_down.is_set():
-                _hand_back(session_id)
-                return
-            if not fresh:
-                session = Session.objects.get(pk=session_id)
-            fresh = False
-            # values are read again at every step: a continuation or a message may bring new ones
-            held = values.run_values(agent, session)
-            params = StepParams(held.values, held.visible, tools if narrowing is not None else None, inherited)
-            document, applied = apply_completed_continuations(session, session.document)
-            mail = mailbox.may_have_unread(session.last_mail_seq, document)
-            document, stop, controls = _take_controls(session, document) if mail else (document, None, False)
-            if applied or controls:
-                with transaction.atomic():
-                    session = _fenced_store(session, document)
-                    mark_applied(applied)
-            if stop is not None:
-                _finish(session_id, mode, stop, None, agent=agent)
-                return
-            if _has_attached_background(document):
-                document = _wait_background(session, document, agent, signals)
-                session = _fenced_store_atomic(session, document)
-                continue
-            unread = [e for e in mailbox.unread(session, document) if not mailbox.is_control(e)] if mail else []
-            if unread and mailbox.can_fold(document):
-                document = mailbox.fold(
-                    document,
-                    unread,
-                    system_prompt=agent.system_prompt,
-                    system_tools=tools.system_tools(held.visible, functools.partial(doc.answered_calls, document)),
-                    in_tool_result=agent.loaded.spec.mailInToolResult,
-                )
-                signals.interrupt.clear()
-                session = _fenced_store_atomic(session, document)
-            done = steps >= 1 and mode == Session.RunMode.STEP
-            if not done:
-                try:
-                    result = step(
-                        document,
-                        agent,
-                        session,
-                        signals=signals,
-                        on_text_delta=_text_delta_emitter(session) if settings.AGENTS["STREAM_TOKENS"] else None,
-                        on_tool_event=_tool_event_emitter(session),
-                        owner=session.owner,
-                        params=params,
-                        ledger=partial(StartedCalls, session.pk),
-                    )
-                except NothingToDo:
-                    done = True
-                except Stopped:
-                    # cancel or StopRun while the LLM was asked: the loop takes the control next
-                    continue
-                except Interrupted:
-                    # the request was cancelled: the loop folds the mail into the head and asks again
-                    log.info("completion interrupted", extra={"kind": "run.completion_interrupted",
-                                                              "session_id": str(session_id)})
-                    continue
-                else:
-                    if _store_step(session, result, mode=mode):
-                        return
-                    steps += 1
-                    continue
-            if done and _finish(session_id, mode, None, None, agent=agent):
-                return
+        if run.open():
+            while not run.next_pass():
+                pass
     except (LeaseLost, UnreadableSession):
         raise
     except LlmError as error:
-        _finish(session_id, mode, RunEnd.FAILED, error.detail, agent=None)
+        _finish(run.session_id, run.mode, RunEnd.FAILED, error.detail, agent=None)
     except VersionConflict:
-        _finish(session_id, mode, RunEnd.FAILED, "concurrent modification", agent=None)
+        _finish(run.session_id, run.mode, RunEnd.FAILED, "concurrent modification", agent=None)
     except Exception as error:
-        log.exception("run failed", extra={"kind": "run.failed", "session_id": str(session_id)})
-        _finish(session_id, mode, RunEnd.FAILED, f"{type(error).__name__}: {error}", agent=None)
+        log.exception("run failed", extra={"kind": "run.failed", "session_id": str(run.session_id)})
+        _finish(run.session_id, run.mode, RunEnd.FAILED, f"{type(error).__name__}: {error}", agent=None)
+
+
+class _Run:
+    """One claimed run as its loop goes (docs/sessions.md §4): the session as last read, the
+    agent and its tools (set by :meth:`open`), and how many steps it has stored."""
+
+    agent: RuntimeAgent
+    held: values.RunValues
+    narrowed: ToolSet | None
+    tools: ToolSet
+    inherited: tuple[ScopedBinding, ...]
+
+    def __init__(self, session: Session, heartbeat: RunWatch) -> None:
+        self.session = session
+        self.session_id = session.pk
+        self.heartbeat = heartbeat
+        self.signals = heartbeat.signals
+        self.mode = Session.RunMode(session.run_mode or Session.RunMode.UNTIL_BLOCKED)
+        self.steps = 0
+        # the claim has just read the row; later passes read it again, as others may have written
+        self.fresh = True
+
+    def open(self) -> bool:
+        """Load the agent and the session's tools; ``False`` when the run cannot start for want of
+        parameters (then it is stored ``failed``)."""
+        self.agent = runtime_agent(self.session.agent_slug)
+        self.held = values.run_values(self.agent, self.session)
+        refusal = _params_refusal(self.agent, self.session, self.held)
+        if refusal is not None:
+            _finish(self.session_id, self.mode, RunEnd.FAILED, refusal, agent=None)
+            return False
+        narrowing = self.held.narrowing
+        self.narrowed = narrowed_toolset(self.agent.toolset, narrowing.here) if narrowing is not None else None
+        self.tools = self.narrowed if self.narrowed is not None else self.agent.toolset
+        self.inherited = tuple(narrowing.below) if narrowing is not None else ()
+        return True
+
+    def next_pass(self) -> bool:
+        """Take in what came since the last pass, then wait for the attached background calls,
+        fold the unread mail and take a step. Returns ``True`` once the run has ended.
+
+        Raises:
+            LeaseLost: another worker holds the run now.
+        """
+        if self.heartbeat.lost.is_set():
+            raise LeaseLost()
+        if hub.shutting_down.is_set():
+            _hand_back(self.session_id)
+            return True
+        document, mail, stop = self._take_news()
+        if stop is not None:
+            _finish(self.session_id, self.mode, stop, None, agent=self.agent)
+            return True
+        if document.has_attached_background():
+            document = _wait_background(self.session, document, self.agent, self.signals)
+            self.session = _fenced_store_atomic(self.session, document)
+            return False
+        if mail:
+            document = self._fold_mail(document)
+        if self.steps >= 1 and self.mode == Session.RunMode.STEP:
+            return _finish(self.session_id, self.mode, None, None, agent=self.agent)
+        return self._step(document)
+
+    def _take_news(self) -> tuple[SessionDocument, bool, RunEnd | None]:
+        """The session read again with the results posted since applied and its control mail
+        consumed (stored when either changed it): ``(document, unread mail may exist, stop)``."""
+        if not self.fresh:
+            self.session = Session.objects.get(pk=self.session_id)
+        self.fresh = False
+        # values are read again at every pass: a continuation or a message may bring new ones
+        self.held = values.run_values(self.agent, self.session)
+        data, applied = apply_completed_continuations(self.session, self.session.document)
+        mail = mailbox.may_have_unread(self.session.last_mail_seq, data)
+        data, stop, controls = _take_controls(self.session, data) if mail else (data, None, False)
+        document = SessionDocument(data)
+        if applied or controls:
+            with transaction.atomic():
+                self.session = _fenced_store(self.session, document)
+                mark_applied(applied)
+        return document, mail, stop
+
+    def _fold_mail(self, document: SessionDocument) -> SessionDocument:
+        """The unread mail folded into the head and stored, when there is some the head can take."""
+        unread = [e for e in mailbox.unread(self.session, document.data) if not mailbox.is_control(e)]
+        if not unread or not mailbox.can_fold(document.data):
+            return document
+        folded = mailbox.fold(
+            document.data,
+            unread,
+            system_prompt=self.agent.system_prompt,
+            system_tools=self.tools.system_tools(self.held.visible, document.answered_calls),
+            in_tool_result=self.agent.loaded.spec.mailInToolResult,
+        )
+        self.signals.interrupt.clear()
+        self.session = _fenced_store_atomic(self.session, SessionDocument(folded))
+        return SessionDocument(folded)
+
+    def _step(self, document: SessionDocument) -> bool:
+        """One step, stored; ``True`` when it ended the run (nothing left to do ends it too)."""
+        try:
+            result = step(
+                document,
+                self.agent,
+                self.session,
+                signals=self.signals,
+                on_text_delta=_text_delta_emitter(self.session) if settings.AGENTS["STREAM_TOKENS"] else None,
+                on_tool_event=_tool_event_emitter(self.session),
+                owner=self.session.owner,
+                params=StepParams(self.held.values, self.held.visible, self.narrowed, self.inherited),
+                ledger=partial(StartedCalls, self.session.pk),
+            )
+        except NothingToDo:
+            return _finish(self.session_id, self.mode, None, None, agent=self.agent)
+        except Stopped:
+            # cancel or StopRun while the LLM was asked: the next pass takes the control
+            return False
+        except Interrupted:
+            # the request was cancelled: the next pass folds the mail into the head and asks again
+            log.info(
+                "completion interrupted",
+                extra={"kind": "run.completion_interrupted", "session_id": str(self.session_id)},
+            )
+            return False
+        if _store_step(self.session, result, mode=self.mode):
+            return True
+        self.steps += 1
+        return False
 
 
 def _params_refusal(agent: RuntimeAgent, session: Session, held: values.RunValues) -> str | None:
@@ -250,7 +301,7 @@ def _params_refusal(agent: RuntimeAgent, session: Session, held: values.RunValue
     return f"params_required: {', '.join(missing)}"
 
 
-def _store_step(session: Session, result: Any, *, mode: Session.RunMode) -> bool:
+def _store_step(session: Session, result: StepResult, *, mode: Session.RunMode) -> bool:
     """Store a step with its continuations and background calls; start those after commit.
 
     A step that leaves the run nothing to do (a final answer, or any step in ``step`` mode,
@@ -259,13 +310,13 @@ def _store_step(session: Session, result: Any, *, mode: Session.RunMode) -> bool
     """
     final = None
     if not (result.continuations or result.background or result.children):
-        status = doc.status_of(result.document)
+        status = result.document.status()
         if status == Session.Status.IDLE or mode == Session.RunMode.STEP:
             final = status
     with transaction.atomic():
         if final is not None:
             newest_mail = Session.objects.filter(pk=session.pk).values_list("last_mail_seq", flat=True).get()
-            if mailbox.may_have_unread(newest_mail, result.document):
+            if mailbox.may_have_unread(newest_mail, result.document.data):
                 final = None
         if final is not None:
             values.drop_run_on_commit(session.pk, session.run_id)
@@ -277,12 +328,12 @@ def _store_step(session: Session, result: Any, *, mode: Session.RunMode) -> bool
             forget_started(session.pk)
         create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=not entry.get("tcDetached")) for entry in result.background]
-        calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))}
+        calls = {tc.child: tc.call for tc in result.document.tracked_calls()}
         for child in result.children:
             child_create(session, child, calls.get(str(child.session_id), {}))
         if result.continuations:
             tokens = {c.token for c in result.continuations}
-            calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
+            calls = [c for c in result.document.pending_calls() if c["continuation_token"] in tokens]
             events.emit(EventKind.CALLS_DEFERRED, session.pk, session.owner, CallsDeferred(calls=calls))
         for row in rows:
             enqueue_background_call(row.pk)
@@ -324,14 +375,7 @@ def _take_controls(session: Session, document: dict[str, Any]) -> tuple[dict[str
     return document, ends.get(stop) if stop is not None else None, consumed
 
 
-def _has_attached_background(document: dict[str, Any]) -> bool:
-    head = doc.head(document)
-    if head is None or head["tag"] != "PartialUserTurn":
-        return False
-    return any(tc["tcState"] == "Running" and not tc.get("tcDetached") for tc in doc.tracked_calls(head))
-
-
-def _wait_background(session: Session, document: dict[str, Any], agent: Any, signals: RunSignals) -> dict[str, Any]:
+def _wait_background(session: Session, document: SessionDocument, agent: Any, signals: RunSignals) -> SessionDocument:
     """Wait for the head's attached background calls as ``asyncYieldStrategy`` says.
 
     ``yieldWhenAllDone`` (default) waits for all; ``yieldOnAnyProgress`` for one, then detaches
@@ -343,10 +387,9 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
     strategy = agent.loaded.spec.asyncYieldStrategy
     timeout_ms = strategy.get("milliseconds") if isinstance(strategy, dict) else None
     started = time.monotonic()
-    head = doc.head(document)
-    open_calls = [tc for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")]
-    waiting = [tc["tcId"] for tc in open_calls]
-    attach = {tc["tcId"]: _attach_seconds(tc) for tc in open_calls}
+    open_calls = [tc for tc in document.tracked_calls() if tc.attached_running]
+    waiting = [tc.id for tc in open_calls]
+    attach = {tc.id: _attach_seconds(tc.policy) for tc in open_calls}
     with hub.SessionWatch(str(session.pk)) as watch:
         while True:
             if background.orphan_stale(session):
@@ -382,57 +425,55 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
             watch.wait(0.25)
 
 
-def _pause_pending(session: Session, document: dict[str, Any]) -> bool:
-    return any(mailbox.is_control(e) for e in mailbox.unread(session, document))
+def _pause_pending(session: Session, document: SessionDocument) -> bool:
+    return any(mailbox.is_control(e) for e in mailbox.unread(session, document.data))
 
 
-def _apply_background(document: dict[str, Any], rows: dict[str, Any]) -> dict[str, Any]:
+def _apply_background(document: SessionDocument, rows: dict[str, Any]) -> SessionDocument:
     """Write finished background calls into the head partial turn (closing it when all are final)."""
-    if not rows:
-        return document
-    head = doc.current_partial(doc.head(document))
-    for tc in doc.tracked_calls(head):
-        row = rows.get(tc["tcId"])
-        if row is not None and tc["tcState"] == "Running":
-            tc["tcState"] = "Completed" if row.state == "completed" else "Failed"
-            tc["tcResult"] = row.result
-    turn = doc.close_partial(head) if doc.all_final(head) else head
-    return doc.replace_head(document, turn)
+
+    def finish(tc: TrackedCall) -> bool:
+        row = rows.get(tc.id)
+        if row is None or tc.state is not CallState.RUNNING:
+            return False
+        tc.finish(CallState.COMPLETED if row.state == "completed" else CallState.FAILED, row.result)
+        return True
+
+    return document.edit_calls(finish) if rows else document
 
 
-def _attach_seconds(tracked: dict[str, Any]) -> float | None:
+def _attach_seconds(disposition: Any) -> float | None:
     """The ``attachSeconds`` of a call's disposition (``decorate`` layers looked through), if any."""
-    disposition = tracked.get("tcPolicy")
     seconds = flatten_disposition(disposition).get("attachSeconds") if isinstance(disposition, dict) else None
     return float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else None
 
 
-def _mark_detached(document: dict[str, Any], tc_ids: list[str], reason: str) -> dict[str, Any]:
-    head = doc.current_partial(doc.head(document))
-    for tc in doc.tracked_calls(head):
-        if tc["tcId"] in tc_ids:
-            tc["tcDetached"] = reason
-    return doc.replace_head(document, head)
+def _mark_detached(document: SessionDocument, tc_ids: list[str], reason: str) -> SessionDocument:
+    """The head's calls ``tc_ids`` detached (still running, their results to come as mail)."""
+
+    def detach(tc: TrackedCall) -> bool:
+        if tc.id in tc_ids:
+            tc.detach(reason)
+        return tc.id in tc_ids
+
+    return document.edit_calls(detach)
 
 
 def _cancel_attached(session: Session, document: dict[str, Any]) -> dict[str, Any]:
     """A stopped run's attached calls are cancelled, and reported as such to the LLM next time."""
-    head = doc.head(document)
-    if head is None or head["tag"] != "PartialUserTurn":
-        return document
-    head = doc.current_partial(head)
-    ids = []
-    for tc in doc.tracked_calls(head):
-        running = tc["tcState"] == "Running" and not tc.get("tcDetached")
-        if running or (tc["tcState"] == "Deferred" and tc.get("tcChild")):
-            tc["tcState"], tc["tcResult"] = "Failed", background.CANCELLED_TEXT
-            ids.append(tc["tcId"])
-    if not ids:
-        return document
-    # still attached: their killed executors record the cancellation without posting mail
-    background.cancel_calls(session, ids)
-    turn = doc.close_partial(head) if doc.all_final(head) else head
-    return doc.replace_head(document, turn)
+    ids: list[str] = []
+
+    def cancel(tc: TrackedCall) -> bool:
+        if tc.attached_running or (tc.state is CallState.DEFERRED and tc.child):
+            tc.finish(CallState.FAILED, background.CANCELLED_TEXT)
+            ids.append(tc.id)
+        return tc.id in ids
+
+    cancelled = SessionDocument(document).edit_calls(cancel)
+    if ids:
+        # still attached: their killed executors record the cancellation without posting mail
+        background.cancel_calls(session, ids)
+    return cancelled.data
 
 
 def _hand_back(session_id: uuid.UUID) -> None:
@@ -469,9 +510,9 @@ def _tool_event_emitter(
     return emit_tool_event
 
 
-def _fenced_store(session: Session, document: dict[str, Any], **fields: Any) -> Session:
+def _fenced_store(session: Session, document: SessionDocument, **fields: Any) -> Session:
     try:
-        return store(session, document, fence_run=WORKER_NAME, **fields)
+        return store(session, document.data, fence_run=WORKER_NAME, **fields)
     except VersionConflict:
         holder = Session.objects.filter(pk=session.pk).values_list("run_owner", flat=True).first()
         if holder != WORKER_NAME:
@@ -479,7 +520,7 @@ def _fenced_store(session: Session, document: dict[str, Any], **fields: Any) -> 
         raise
 
 
-def _fenced_store_atomic(session: Session, document: dict[str, Any]) -> Session:
+def _fenced_store_atomic(session: Session, document: SessionDocument) -> Session:
     with transaction.atomic():
         return _fenced_store(session, document)
 
