@@ -1,4 +1,5 @@
-"""Fixtures shared by the integration tests: the scripted LLM, servers, workers, databases."""
+"""Fixtures shared by the integration tests: the scripted LLM, servers, workers, databases, and the
+hooks that put each test in its layer (the README's "Tests")."""
 
 from __future__ import annotations
 
@@ -13,35 +14,82 @@ import pytest
 import redis
 
 from devtools.mockllm import MockLlmServer
-from tests.harness import POSTGRES_URL, REDIS_URL, Server, Worker
+from tests.harness import POSTGRES_URL, REDIS_URL, Processes, Server, Worker
+from tests.layers import is_suite_code, starts_a_process
 
 #: Fixtures that start real processes or servers (``agents serve``, ``agents worker``, the scripted
-#: model): a test that uses one, even through another fixture, is marked ``integration``.
-INTEGRATION_FIXTURES = frozenset({"llm_server", "mock_llm", "start_server", "start_worker"})
+#: model, any other process): a test that uses one, even through another fixture, is marked
+#: ``integration``.
+INTEGRATION_FIXTURES = frozenset({"llm_server", "processes", "start_server", "start_worker"})
 #: Fixtures that need the machine's PostgreSQL or Redis: their tests are marked ``scaled_out``.
 SCALED_OUT_FIXTURES = frozenset({"postgres_url", "redis_url"})
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by the fixtures it uses (the README's "Tests"); the tests of
-    ``test_*_browser.py`` are ``browser`` tests.
+def layers(item: pytest.Item) -> set[str]:
+    """The layers of a test: ``browser`` for the tests of ``test_*_browser.py`` or marked so,
+    ``scaled_out`` for a user of :data:`SCALED_OUT_FIXTURES` or marked so, and ``integration`` for
+    those and for a user of :data:`INTEGRATION_FIXTURES` or marked so."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    found = {name for name in ("integration", "scaled_out", "browser") if item.get_closest_marker(name)}
+    # the pages' tests drive chromium, whatever fixtures they use
+    if item.path.name.endswith("_browser.py"):
+        found.add("browser")
+    if fixtures & SCALED_OUT_FIXTURES:
+        found.add("scaled_out")
+    if fixtures & INTEGRATION_FIXTURES or found & {"scaled_out", "browser"}:
+        found.add("integration")
+    return found
 
-    ``scaled_out`` and ``browser`` tests are ``integration`` tests too, so that
-    ``-m "not integration"`` leaves the in-process layer only. A test may also mark itself.
-    """
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by :func:`layers` (the README's "Tests"), so that ``-m "not integration"``
+    leaves the in-process layer only. A test may also mark itself."""
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        # the pages' tests drive chromium, whatever fixtures they use
-        if item.path.name.endswith("_browser.py"):
-            item.add_marker(pytest.mark.browser)
-        if fixtures & SCALED_OUT_FIXTURES:
-            item.add_marker(pytest.mark.scaled_out)
-        if (
-            fixtures & INTEGRATION_FIXTURES
-            or item.get_closest_marker("scaled_out") is not None
-            or item.get_closest_marker("browser") is not None
-        ):
-            item.add_marker(pytest.mark.integration)
+        for name in sorted(layers(item)):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(getattr(pytest.mark, name))
+
+
+def _process_start(item: pytest.Function) -> str | None:
+    """How the test ``item`` starts a process by its own code or its fixtures' (tests/layers.py)."""
+    found = starts_a_process(item.obj)
+    if found is not None:
+        return f"{item.originalname} -> {found}"
+    for name, definitions in item._fixtureinfo.name2fixturedefs.items():
+        for definition in definitions:
+            if not is_suite_code(definition.func, item.module.__name__):
+                continue
+            found = starts_a_process(definition.func)
+            if found is not None:
+                return f"fixture {name} -> {found}"
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
+    """Refuse at collection an in-process test that starts a process (the README's "Tests"): it has
+    to use the ``processes`` fixture (or another of :data:`INTEGRATION_FIXTURES`), which makes it an
+    integration test, so that the in-process layer starts none."""
+    made = yield
+    for item in made if isinstance(made, list) else [made]:
+        if not isinstance(item, pytest.Function) or "integration" in layers(item):
+            continue
+        found = _process_start(item)
+        if found is not None:
+            raise collector.CollectError(
+                f"{item.nodeid} starts a process ({found}) but is no integration test:"
+                " start it through the processes fixture (tests/conftest.py)"
+            )
+    return made
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    """Starts processes for a test (``processes.run(argv, ...)``, ``processes.popen(argv, ...)``),
+    which makes it an integration test; what is still running at teardown is killed."""
+    started = Processes()
+    yield started
+    started.stop()
 
 
 @pytest.fixture

@@ -100,6 +100,34 @@ class Process:
         self.log.close()
 
 
+class Processes:
+    """The processes one test starts, through the ``processes`` fixture (the README's "Tests"): the
+    fixture marks its users as integration tests, and kills at teardown what is still running.
+
+    ``run`` and ``popen`` take the arguments of ``subprocess.run`` and ``subprocess.Popen``.
+    """
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[Any]] = []
+
+    def run(self, argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+        """Run ``argv`` to its end, as ``subprocess.run`` does; returns its completed process."""
+        return subprocess.run(list(argv), **kwargs)
+
+    def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start ``argv`` as ``subprocess.Popen`` does; killed at teardown if it is still running."""
+        process = subprocess.Popen(list(argv), **kwargs)
+        self.started.append(process)
+        return process
+
+    def stop(self) -> None:
+        """Kill and reap every process started by ``popen`` that has not ended."""
+        for process in self.started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 #: The secret key of the processes that share a PostgreSQL database, which the server refuses to
 #: make up; on SQLite each server keeps its own beside the database.
 SHARED_SECRET_KEY = "agents-server-integration-tests"

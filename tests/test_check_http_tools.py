@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import FIXTURES, ROOT, base_env, write_agent, write_tool
+from tests.harness import FIXTURES, ROOT, Processes, base_env, write_agent, write_tool
 from tests.skillfiles import write_skill
 from tests.tools.test_postgrest import POSTGREST_DOCUMENT
 from tests.upstream import Upstream
@@ -28,7 +27,7 @@ ODD_DOCUMENT = {
 }
 
 
-def test_check_lists_every_generated_tool_name_and_all_are_valid(tmp_path: Path) -> None:
+def test_check_lists_every_generated_tool_name_and_all_are_valid(tmp_path: Path, processes: Processes) -> None:
     upstream = Upstream(
         {
             "/petstore.json": json.loads((FIXTURES / "openapi" / "petstore.json").read_text()),
@@ -72,7 +71,7 @@ def test_check_lists_every_generated_tool_name_and_all_are_valid(tmp_path: Path)
                 }
             ],
         )
-        done = subprocess.run(
+        done = processes.run(
             [sys.executable, "-m", "agentsite.cli", "check", "--agent-file", str(agent)],
             cwd=ROOT,
             env=base_env(),

@@ -63,6 +63,7 @@ def test_the_durable_flow_from_the_command_line_is_the_sessions_the_api_shows(
     assert json.loads(exported.stdout) == view["session"] == server.client.get(f"/v1/sessions/{sid}/export").json()
 
 
+@pytest.mark.usefixtures("processes")
 def test_session_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     db = ["--db", str(tmp_path / "s.db")]
     unknown = exe(tmp_path, *db, "session", "pending", "8b95994d-0fd8-41e3-b5b4-fa2dce5366d2")

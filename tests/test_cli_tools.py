@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.mockllm import MockLlmServer
 from tests.harness import FIXTURES, write_agent, write_tool
 from tests.test_cli_run import SCRIPT, deferring_agent, exe
@@ -17,6 +19,7 @@ ECHO_TOOL = {"slug": "echo", "description": "say it back",
                        "arity": "single", "mode": "dashdashspace"}]}
 
 
+@pytest.mark.usefixtures("processes")
 def test_echo_prompt_assembles_directives_in_command_line_order(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("from a file")
     shown = exe(tmp_path, "echo-prompt", "-p", "first", "-s", "=", "-f", "a.txt", "--shell", "echo shelled",
@@ -121,6 +124,7 @@ def test_tool_commands_describe_check_call_and_replay(
     assert exe(tmp_path, "replay-tool-call", "-s", "talk.json", "-i", "3", "-t", str(tool)).returncode == 1
 
 
+@pytest.mark.usefixtures("processes")
 def test_session_print_options(tmp_path: Path) -> None:
     older = FIXTURES / "sessions" / "partial-turn-older.json"
     printed = exe(tmp_path, "session-print", str(older), "--no-funny-stamp", "--show-tool-call-results")
@@ -200,6 +204,7 @@ def test_serve_takes_the_live_session_ttl_and_says_it_is_ignored(
     assert '"server.option_ignored"' in server.process.output()
 
 
+@pytest.mark.usefixtures("processes")
 def test_tool_paths_are_also_looked_for_beside_the_config_file(tmp_path: Path) -> None:
     write_tool(tmp_path / "tools", "echo", ECHO_TOOL, 'echo "$2"')
     (tmp_path / "agents").mkdir()

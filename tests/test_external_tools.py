@@ -12,7 +12,7 @@ import pytest
 
 from agentfiles.loader import AgentLoadError, load_agent_tree
 from tests.demo import demo_agents
-from tests.harness import ROOT, Server, write_agent, write_tool
+from tests.harness import ROOT, Processes, Server, write_agent, write_tool
 
 WEATHER_SCHEMA = {
     "type": "object",
@@ -99,12 +99,14 @@ def test_an_external_tool_is_deferred_without_a_policy_and_a_rule_can_override(
         ({"description": "no name", "parameters": {"type": "object"}}, "externalTools[0].name"),
     ],
 )
-def test_a_bad_declaration_refuses_the_agent_file(tmp_path: Path, declaration: dict, problem: str) -> None:
+def test_a_bad_declaration_refuses_the_agent_file(
+    tmp_path: Path, declaration: dict, problem: str, processes: Processes
+) -> None:
     path = write_agent(tmp_path, "ext", "http://127.0.0.1:1/v1", externalTools=[declaration])
     with pytest.raises(AgentLoadError) as raised:
         load_agent_tree(path)
     assert problem in str(raised.value)
-    check = subprocess.run(
+    check = processes.run(
         [sys.executable, "-m", "agentsite.cli", "check", "--agent-file", str(path)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable
@@ -18,7 +17,7 @@ import pytest
 
 from devtools.mockllm import MockLlmServer
 from foundation.isolation import IsolationSpec
-from tests.harness import ROOT, Server, base_env, wait_until, write_agent, write_tool
+from tests.harness import ROOT, Processes, Server, base_env, wait_until, write_agent, write_tool
 
 #: The worker: records the envelope, then answers as the call's "mode" argument says.
 WORKER = """#!{python}
@@ -161,11 +160,11 @@ def test_a_worker_that_cannot_start_fails_the_call_without_fall_back(
 
 
 @pytest.mark.parametrize("value", ["docker:", "process:", "podman:image", "image"])
-def test_bad_isolation_values_are_refused(value: str) -> None:
+def test_bad_isolation_values_are_refused(value: str, processes: Processes) -> None:
     with pytest.raises(ValueError, match="docker:IMAGE or process:PATH"):
         IsolationSpec.parse(value)
     command = [sys.executable, "-m", "agentsite.cli", "serve", "--isolate-tools", value, "--agent-file", "x.json"]
-    done = subprocess.run(command, env=base_env(), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = processes.run(command, env=base_env(), cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip() == f"agents serve: --isolate-tools takes docker:IMAGE or process:PATH, not {value!r}"
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.harness import ROOT, Server, base_env, write_agent
+from tests.harness import ROOT, Processes, Server, base_env, write_agent
 from tests.owners import TOKENS, write_tokens
 
 EVIL = "https://evil.example"
@@ -70,12 +70,12 @@ def test_through_the_socket_tokens_are_still_needed(tmp_path: Path, start_server
     assert status == 200 and agents[0]["slug"] == "plain"
 
 
-def test_a_socket_path_that_is_not_a_stale_socket_is_refused_at_start(tmp_path: Path) -> None:
+def test_a_socket_path_that_is_not_a_stale_socket_is_refused_at_start(tmp_path: Path, processes: Processes) -> None:
     agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
     path = tmp_path / "notes.txt"
     path.write_text("keep me")
     argv = [sys.executable, "-m", "agentsite.cli", "serve", "--db", str(tmp_path / "a.db"), "--agent-file", str(agent)]
-    done = subprocess.run(
+    done = processes.run(
         [*argv, "--socket", str(path)], cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2
@@ -86,7 +86,7 @@ def test_a_socket_path_that_is_not_a_stale_socket_is_refused_at_start(tmp_path: 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
         live.bind(str(tmp_path / "live.sock"))
         live.listen(1)
-        done = subprocess.run(
+        done = processes.run(
             [*argv, "--socket", str(tmp_path / "live.sock")],
             cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=60,
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from agents_app import services, stored
 from agents_app.registry import AgentRegistry, get_registry, set_registry
 from agents_app.runtime import reset_runtime_agents, runtime_agent
 from foundation.errors import ApiError
+from tests.harness import Processes
 from tests.tools.conftest import make_ctx
 
 
@@ -91,8 +91,8 @@ def test_path_and_cycle_rules() -> None:
     assert stored.find_cycle("e", ["a", "d"], graph) is None
 
 
-def test_directories_of_dead_processes_are_swept(tmp_path: Path) -> None:
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+def test_directories_of_dead_processes_are_swept(tmp_path: Path, processes: Processes) -> None:
+    gone = processes.popen([sys.executable, "-c", "pass"])
     gone.wait()
     stale = tmp_path / f"{stored.PROCESS_DIR_PREFIX}{gone.pid}-abc"
     (stale / "shouter-x" / "tools").mkdir(parents=True)

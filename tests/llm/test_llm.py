@@ -62,8 +62,8 @@ def ask(
 # Plain answers
 
 
-def test_plain_answer(mock_llm):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_plain_answer(llm_server):
+    server = llm_server(WEATHER_SCRIPT)
     answer, _ = ask(server, "hello")
     assert answer.text == "Hello! How can I help you today?"
     assert answer.thinking is None
@@ -77,8 +77,8 @@ def test_plain_answer(mock_llm):
     assert "tools" not in request and "stream" not in request
 
 
-def test_tool_calls_and_reasoning(mock_llm):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_tool_calls_and_reasoning(llm_server):
+    server = llm_server(WEATHER_SCRIPT)
     answer, _ = ask(server, "weather in Paris?", tools=[weather_tool()])
     assert answer.text == "Let me check the weather for you."
     assert answer.thinking == "The user wants Paris weather."
@@ -91,8 +91,8 @@ def test_tool_calls_and_reasoning(mock_llm):
     assert server.requests[0]["tools"] == [weather_tool()]
 
 
-def test_tool_result_round_trip_substitutes_last_content(mock_llm):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_tool_result_round_trip_substitutes_last_content(llm_server):
+    server = llm_server(WEATHER_SCRIPT)
     first, _ = ask(server, "weather in Paris?")
     call = first.tool_calls[0]
     conversation = [
@@ -104,8 +104,8 @@ def test_tool_result_round_trip_substitutes_last_content(mock_llm):
     assert second.text == "Here is what I found: sunny, 21C"
 
 
-def test_kimi_reasoning_is_thinking(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": "42", "reasoning": "Let me think step by step."}}]})
+def test_kimi_reasoning_is_thinking(llm_server):
+    server = llm_server({"rules": [{"reply": {"content": "42", "reasoning": "Let me think step by step."}}]})
     answer, _ = ask(server, flavor="KimiV1")
     assert answer.thinking == "Let me think step by step."
     assert answer.text == "42"
@@ -115,8 +115,8 @@ def test_kimi_reasoning_is_thinking(mock_llm):
 # Streaming
 
 
-def test_stream_deltas_concatenate_to_text_and_fold_into_a_completion(mock_llm):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_stream_deltas_concatenate_to_text_and_fold_into_a_completion(llm_server):
+    server = llm_server(WEATHER_SCRIPT)
     streamed, deltas = ask(server, "weather in Paris?", stream=True)
     plain, _ = ask(server, "weather in Paris?")
     assert len(deltas) > 1 and all(deltas)
@@ -137,8 +137,8 @@ def test_stream_deltas_concatenate_to_text_and_fold_into_a_completion(mock_llm):
 
 
 @pytest.mark.parametrize("flavor", ["OpenAIv1", "openai", "OpenAI"])
-def test_openai_flavors_ask_for_usage_when_streaming(mock_llm, flavor):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_openai_flavors_ask_for_usage_when_streaming(llm_server, flavor):
+    server = llm_server(WEATHER_SCRIPT)
     answer, _ = ask(server, "hello", flavor=flavor, stream=True)
     [request] = server.requests
     assert request["stream"] is True
@@ -148,8 +148,8 @@ def test_openai_flavors_ask_for_usage_when_streaming(mock_llm, flavor):
 
 
 @pytest.mark.parametrize("flavor", ["KimiV1", "MistralV1", "OllamaV1", "SomethingElse"])
-def test_other_flavors_stream_without_stream_options(mock_llm, flavor):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_other_flavors_stream_without_stream_options(llm_server, flavor):
+    server = llm_server(WEATHER_SCRIPT)
     answer, deltas = ask(server, "hello", flavor=flavor, stream=True)
     [request] = server.requests
     assert request["stream"] is True
@@ -158,16 +158,16 @@ def test_other_flavors_stream_without_stream_options(mock_llm, flavor):
     assert "".join(deltas) == answer.text == "Hello! How can I help you today?"
 
 
-def test_stream_without_content_gives_null_content(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"tool_calls": [{"name": "get_weather", "arguments": {}}]}}]})
+def test_stream_without_content_gives_null_content(llm_server):
+    server = llm_server({"rules": [{"reply": {"tool_calls": [{"name": "get_weather", "arguments": {}}]}}]})
     answer, deltas = ask(server, stream=True)
     assert deltas == [] and answer.text == ""
     assert answer.raw_response["choices"][0]["message"]["content"] in ("", None)
     assert answer.tool_calls[0]["function"]["arguments"] == "{}"
 
 
-def test_a_failing_delta_callback_propagates(mock_llm):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_a_failing_delta_callback_propagates(llm_server):
+    server = llm_server(WEATHER_SCRIPT)
 
     def explode(piece: str) -> None:
         raise RuntimeError("consumer failed")
@@ -178,8 +178,8 @@ def test_a_failing_delta_callback_propagates(mock_llm):
         )
 
 
-def test_error_event_mid_stream(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": "partial answer", "stream_error": "overloaded"}}]})
+def test_error_event_mid_stream(llm_server):
+    server = llm_server({"rules": [{"reply": {"content": "partial answer", "stream_error": "overloaded"}}]})
     with pytest.raises(LlmError) as caught:
         ask(server, stream=True)
     assert caught.value.detail == "LLM stream failed: overloaded"
@@ -194,8 +194,8 @@ CUT_RULE = {
 @pytest.mark.parametrize("cancellable", [False, True], ids=["plain", "interruptible"])
 @pytest.mark.parametrize("half_event", [False, True], ids=["at-an-event-end", "in-half-an-event"])
 @pytest.mark.parametrize("cut", ["after_text", "mid_tool_call", "before_finish"])
-def test_a_cut_stream_is_an_error_after_its_deltas(mock_llm, cut: str, half_event: bool, cancellable: bool):
-    server = mock_llm({"rules": [{"reply": {**CUT_RULE, "cut": cut, "cut_half_event": half_event}}]})
+def test_a_cut_stream_is_an_error_after_its_deltas(llm_server, cut: str, half_event: bool, cancellable: bool):
+    server = llm_server({"rules": [{"reply": {**CUT_RULE, "cut": cut, "cut_half_event": half_event}}]})
     deltas: list[str] = []
     with pytest.raises(LlmError) as caught:
         complete(
@@ -245,21 +245,21 @@ def test_a_connection_broken_mid_stream_is_a_cut_and_is_not_retried():
 # Authorization (docs/agents.md §6)
 
 
-def test_a_key_is_sent_as_bearer(mock_llm):
-    server = mock_llm(WEATHER_SCRIPT)
+def test_a_key_is_sent_as_bearer(llm_server):
+    server = llm_server(WEATHER_SCRIPT)
     ask(server, api_key="sk-test-123")
     ask(server, api_key="sk-test-123", stream=True)
     assert [h.get("authorization") for h in server.request_headers] == ["Bearer sk-test-123"] * 2
 
 
-def test_no_key_means_no_authorization_header(mock_llm, monkeypatch):
+def test_no_key_means_no_authorization_header(llm_server, monkeypatch):
     # The environment must not fill in for a missing key: it would leak the server's own
     # credentials to whatever modelUrl an agent names.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     monkeypatch.setenv("OPENAI_ORG_ID", "org-env")
     monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-env")
     monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "Authorization: Bearer sk-custom-env")
-    server = mock_llm(WEATHER_SCRIPT)
+    server = llm_server(WEATHER_SCRIPT)
     ask(server, api_key=None)
     ask(server, api_key=None, stream=True)
     for headers in server.request_headers:
@@ -271,8 +271,8 @@ def test_no_key_means_no_authorization_header(mock_llm, monkeypatch):
 # Failures
 
 
-def test_http_500_is_an_error_with_the_provider_message_and_not_retried(mock_llm):
-    server = mock_llm(
+def test_http_500_is_an_error_with_the_provider_message_and_not_retried(llm_server):
+    server = llm_server(
         {"rules": [{"when": {"any_contains": "crash"}, "reply": {"status": 500, "error": "scripted failure"}}]}
     )
     for stream in (False, True):
@@ -283,15 +283,15 @@ def test_http_500_is_an_error_with_the_provider_message_and_not_retried(mock_llm
     assert len(server.requests) == 2
 
 
-def test_client_errors_are_reported(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"status": 401, "error": "Incorrect API key provided"}}]})
+def test_client_errors_are_reported(llm_server):
+    server = llm_server({"rules": [{"reply": {"status": 401, "error": "Incorrect API key provided"}}]})
     with pytest.raises(LlmError, match="HTTP 401: Incorrect API key provided"):
         ask(server, api_key="wrong")
     assert len(server.requests) == 1
 
 
-def test_overloaded_answers_are_retried(mock_llm):
-    server = mock_llm(
+def test_overloaded_answers_are_retried(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {"times": 2, "reply": {"status": 503, "error": "overloaded"}},
@@ -304,23 +304,23 @@ def test_overloaded_answers_are_retried(mock_llm):
     assert len(server.requests) == 3
 
 
-def test_retries_are_capped(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"status": 429, "error": "rate limited"}}]})
+def test_retries_are_capped(llm_server):
+    server = llm_server({"rules": [{"reply": {"status": 429, "error": "rate limited"}}]})
     with pytest.raises(LlmError, match="HTTP 429: rate limited"):
         ask(server)
     assert len(server.requests) == 1 + llm.MAX_RETRIES
 
 
-def test_malformed_body_is_an_error(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"malformed": True}}]})
+def test_malformed_body_is_an_error(llm_server):
+    server = llm_server({"rules": [{"reply": {"malformed": True}}]})
     with pytest.raises(LlmError, match="^LLM answer was malformed: not JSON"):
         ask(server)
     with pytest.raises(LlmError, match="^LLM answer was malformed"):
         ask(server, stream=True)
 
 
-def test_timeout_is_an_error_and_not_retried(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"delay": 2, "content": "too late"}}]})
+def test_timeout_is_an_error_and_not_retried(llm_server):
+    server = llm_server({"rules": [{"reply": {"delay": 2, "content": "too late"}}]})
     for stream in (False, True):
         started = time.monotonic()
         with pytest.raises(LlmError) as caught:

@@ -16,6 +16,7 @@ import pytest
 
 from devtools import mockllm
 from devtools.mockllm import NO_MATCH_CONTENT, MockLlmServer, load_script, validate_script
+from tests.harness import Processes
 
 from .helpers import user, weather_tool
 
@@ -44,8 +45,8 @@ def sse_events(response: httpx.Response) -> list[Any]:
 # Matching
 
 
-def test_rules_first_match_wins_and_default(mock_llm):
-    server = mock_llm(
+def test_rules_first_match_wins_and_default(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {"when": {"last_contains": "Paris"}, "reply": {"content": "first"}},
@@ -58,13 +59,13 @@ def test_rules_first_match_wins_and_default(mock_llm):
     assert answer_text(chat(server, user("hello"))) == "default answer"
 
 
-def test_no_rule_matched(mock_llm):
-    server = mock_llm({"rules": [{"when": {"last_contains": "never"}, "reply": {"content": "x"}}]})
+def test_no_rule_matched(llm_server):
+    server = llm_server({"rules": [{"when": {"last_contains": "never"}, "reply": {"content": "x"}}]})
     assert answer_text(chat(server, user("hello"))) == NO_MATCH_CONTENT
 
 
-def test_last_role_and_tool_results(mock_llm):
-    server = mock_llm(
+def test_last_role_and_tool_results(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {"when": {"last_role": "tool", "tool_results": 2}, "reply": {"content": "two results"}},
@@ -91,8 +92,8 @@ def test_last_role_and_tool_results(mock_llm):
     )
 
 
-def test_any_contains_model_and_has_tool(mock_llm):
-    server = mock_llm(
+def test_any_contains_model_and_has_tool(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {"when": {"model": "big-model"}, "reply": {"content": "big"}},
@@ -106,9 +107,9 @@ def test_any_contains_model_and_has_tool(mock_llm):
     assert answer_text(chat(server, user("hi"))) == "saw the system prompt"
 
 
-def test_last_contains_reads_text_parts_of_list_content(mock_llm):
+def test_last_contains_reads_text_parts_of_list_content(llm_server):
     rule = {"when": {"last_contains": "Paris"}, "reply": {"content": "{last_content}!"}}
-    server = mock_llm({"rules": [rule]})
+    server = llm_server({"rules": [rule]})
     parts = [
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
         {"type": "text", "text": "Paris"},
@@ -116,13 +117,13 @@ def test_last_contains_reads_text_parts_of_list_content(mock_llm):
     assert answer_text(chat(server, [{"role": "user", "content": parts}])) == "Paris!"
 
 
-def test_last_content_substitution_keeps_other_braces(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": 'You said "{last_content}" {"json": 1}'}}]})
+def test_last_content_substitution_keeps_other_braces(llm_server):
+    server = llm_server({"rules": [{"reply": {"content": 'You said "{last_content}" {"json": 1}'}}]})
     assert answer_text(chat(server, user("bonjour"))) == 'You said "bonjour" {"json": 1}'
 
 
-def test_times_limits_a_rule_and_reset_restores_it(mock_llm):
-    server = mock_llm(
+def test_times_limits_a_rule_and_reset_restores_it(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {"times": 2, "reply": {"content": "limited"}},
@@ -136,8 +137,8 @@ def test_times_limits_a_rule_and_reset_restores_it(mock_llm):
     assert answer_text(chat(server, user("x"))) == "limited"
 
 
-def test_times_holds_under_concurrency(mock_llm):
-    server = mock_llm({"rules": [{"times": 3, "reply": {"content": "limited"}}, {"reply": {"content": "other"}}]})
+def test_times_holds_under_concurrency(llm_server):
+    server = llm_server({"rules": [{"times": 3, "reply": {"content": "limited"}}, {"reply": {"content": "other"}}]})
     results: list[str] = []
     lock = threading.Lock()
 
@@ -159,8 +160,8 @@ def test_times_holds_under_concurrency(mock_llm):
 # Answers
 
 
-def test_tool_calls_answer_shape(mock_llm):
-    server = mock_llm(
+def test_tool_calls_answer_shape(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {
@@ -196,16 +197,16 @@ def test_tool_calls_answer_shape(mock_llm):
     assert again != first["id"]
 
 
-def test_plain_answer_finishes_with_stop(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": "hi"}}]})
+def test_plain_answer_finishes_with_stop(llm_server):
+    server = llm_server({"rules": [{"reply": {"content": "hi"}}]})
     body = chat(server, user("x")).json()
     assert body["choices"][0]["finish_reason"] == "stop"
     assert "tool_calls" not in body["choices"][0]["message"]
     assert body["model"] == "mock-model"
 
 
-def test_error_status_and_malformed(mock_llm):
-    server = mock_llm(
+def test_error_status_and_malformed(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {"when": {"any_contains": "crash"}, "reply": {"status": 500, "error": "scripted failure"}},
@@ -222,8 +223,8 @@ def test_error_status_and_malformed(mock_llm):
         json.loads(garbage.text)
 
 
-def test_delay_waits_and_stop_cuts_it_short(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"delay": 0.3, "content": "done"}}]})
+def test_delay_waits_and_stop_cuts_it_short(llm_server):
+    server = llm_server({"rules": [{"reply": {"delay": 0.3, "content": "done"}}]})
     started = time.monotonic()
     assert answer_text(chat(server, user("x"))) == "done"
     assert time.monotonic() - started >= 0.3
@@ -248,8 +249,8 @@ def _ignore_errors(call) -> None:
 # Streaming
 
 
-def test_stream_chunks(mock_llm):
-    server = mock_llm(
+def test_stream_chunks(llm_server):
+    server = llm_server(
         {
             "rules": [
                 {
@@ -283,15 +284,15 @@ def test_stream_chunks(mock_llm):
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
 
 
-def test_stream_sends_usage_only_when_asked(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": "hello there"}}]})
+def test_stream_sends_usage_only_when_asked(llm_server):
+    server = llm_server({"rules": [{"reply": {"content": "hello there"}}]})
     chunks = sse_events(chat(server, user("x"), stream=True))[:-1]
     assert all(c["choices"] for c in chunks)
     assert not any("usage" in c for c in chunks)
 
 
-def test_stream_error_mid_stream(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": "partial answer", "stream_error": "overloaded"}}]})
+def test_stream_error_mid_stream(llm_server):
+    server = llm_server({"rules": [{"reply": {"content": "partial answer", "stream_error": "overloaded"}}]})
     events = sse_events(chat(server, user("x"), stream=True))
     assert events[-1]["error"]["message"] == "overloaded"
     assert "[DONE]" not in events
@@ -310,12 +311,12 @@ def _deltas(events: list[Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("include_usage", [False, True])
-def test_a_cut_stream_stops_where_its_rule_says_without_finishing(mock_llm, include_usage: bool):
+def test_a_cut_stream_stops_where_its_rule_says_without_finishing(llm_server, include_usage: bool):
     rules = [
         {"when": {"last_contains": cut}, "reply": {**CUT_REPLY, "cut": cut}}
         for cut in ("after_text", "mid_tool_call", "before_finish")
     ]
-    server = mock_llm({"rules": rules})
+    server = llm_server({"rules": rules})
     options = {"stream_options": {"include_usage": True}} if include_usage else {}
 
     def cut_at(cut: str) -> list[dict[str, Any]]:
@@ -341,8 +342,10 @@ def test_a_cut_stream_stops_where_its_rule_says_without_finishing(mock_llm, incl
     assert json.loads(whole) == {"city": "Paris"}
 
 
-def test_a_cut_stream_can_end_in_half_an_event_and_a_cut_body_is_half_sent(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": "one two three", "cut": "after_text", "cut_half_event": True}}]})
+def test_a_cut_stream_can_end_in_half_an_event_and_a_cut_body_is_half_sent(llm_server):
+    server = llm_server(
+        {"rules": [{"reply": {"content": "one two three", "cut": "after_text", "cut_half_event": True}}]}
+    )
     response = chat(server, user("x"), stream=True)
     whole, half = response.text.rsplit("\n\n", 1)
     assert half.startswith("data: {") and "\n" not in half
@@ -358,8 +361,8 @@ def test_a_cut_stream_can_end_in_half_an_event_and_a_cut_body_is_half_sent(mock_
 # Endpoints
 
 
-def test_recorded_requests_over_http_and_reset(mock_llm):
-    server = mock_llm({"rules": [{"reply": {"content": "ok"}}]})
+def test_recorded_requests_over_http_and_reset(llm_server):
+    server = llm_server({"rules": [{"reply": {"content": "ok"}}]})
     chat(server, user("one"))
     chat(server, user("two"), stream=True)
     base = f"http://127.0.0.1:{server.port}"
@@ -373,8 +376,8 @@ def test_recorded_requests_over_http_and_reset(mock_llm):
     assert server.requests == [] and server.request_headers == []
 
 
-def test_paths_models_and_unknown_routes(mock_llm):
-    server = mock_llm(
+def test_paths_models_and_unknown_routes(llm_server):
+    server = llm_server(
         {"rules": [{"when": {"model": "special"}, "reply": {"content": "s"}}, {"reply": {"content": "ok"}}]}
     )
     base = f"http://127.0.0.1:{server.port}"
@@ -446,10 +449,10 @@ def test_example_script_from_the_docs_is_valid():
     validate_script(json.loads(docstring[start:end]))
 
 
-def test_command_line_serves_a_script(tmp_path: Path):
+def test_command_line_serves_a_script(tmp_path: Path, processes: Processes):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"rules": [{"reply": {"content": "from the command line"}}]}))
-    process = subprocess.Popen(
+    process = processes.popen(
         [sys.executable, "-m", "devtools.mockllm", "--script", str(script), "--port", "0"],
         cwd=Path(__file__).resolve().parents[2],
         stderr=subprocess.PIPE,

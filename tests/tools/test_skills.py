@@ -107,6 +107,7 @@ def test_the_meta_tools_answer(tmp_path):
     assert tools[SCRIPT].call({"file": "a.pdf"}, ctx).response == "v1 text of a.pdf\n"
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_git_repository_is_cloned_to_the_cache_and_updated(tmp_path, skills_cache):
     repo = git_repo_with_skill(tmp_path / "repo", "pdf-tools")
     source = {"tag": "SkillGitRepo", "contents": {"url": str(repo), "subdir": "skills"}}
@@ -162,6 +163,7 @@ def test_duplicate_skills_and_unknown_auto_enabled_names_are_load_errors(tmp_pat
         {"url": "{repo}", "ref": "--upload-pack=touch {marker}"},
     ],
 )
+@pytest.mark.usefixtures("processes")
 def test_a_git_source_cannot_run_a_command(tmp_path, skills_cache, contents):
     repo = git_repo_with_skill(tmp_path / "repo", "pdf-tools")
     marker = tmp_path / "ran"
