@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
@@ -222,16 +223,30 @@ def _group_messages(changes: Mapping[str, Change]) -> list[tuple[str, dict[str, 
     return sent
 
 
+def _group_channel(group: str) -> str:
+    """The Redis pub/sub channel on which channels-redis's pub/sub layer carries ``group``: its
+    prefix (``CONFIG["prefix"]``, ``asgi`` by default), ``__group__``, then the group's name."""
+    config = settings.CHANNEL_LAYERS["default"].get("CONFIG", {})
+    return f"{config.get('prefix', 'asgi')}__group__{group}"
+
+
 class _Publisher(threading.Thread):
-    """Sends this process's announcements to the Redis channel layer, several commits per batch
-    when they come faster than the layer takes them, so that a committing thread never waits."""
+    """Sends this process's announcements to the groups of the Redis channel layer, several
+    commits per batch when they come faster than one round trip, so that a committing thread
+    never waits.
+
+    A batch's messages go out in one pipeline of ``PUBLISH`` commands, in the layer's own format
+    (its group channels, its serializer), which every consumer of the layer receives as a
+    ``group_send``: the layer's asynchronous ``group_send`` costs one round trip and about four
+    times the CPU per message, on the path of every event.
+    """
 
     def __init__(self) -> None:
         super().__init__(name="events-announcer", daemon=True)
         self.pending: queue.SimpleQueue[Mapping[str, Change]] = queue.SimpleQueue()
 
     def run(self) -> None:
-        loop = asyncio.new_event_loop()
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_keepalive=True)
         layer = get_channel_layer()
         while True:
             changes: dict[str, Change] = {}
@@ -243,9 +258,12 @@ class _Publisher(threading.Thread):
                     batch = self.pending.get_nowait()
                 except queue.Empty:
                     break
+            pipeline = client.pipeline(transaction=False)
+            for group, message in _group_messages(changes):
+                pipeline.publish(_group_channel(group), layer.serialize(message))
             try:
-                loop.run_until_complete(_send_all(layer, _group_messages(changes)))
-            except Exception:
+                pipeline.execute()
+            except redis.RedisError:
                 # readers also re-read on a timer, so a lost announcement only delays them
                 log.warning("could not announce events", exc_info=True, extra={"kind": "events.announce_failed"})
 
@@ -276,8 +294,10 @@ def _deliver_in_memory(changes: Mapping[str, Change]) -> None:
     layer = get_channel_layer()
     if loop is None or layer is None:
         return
-    groups = getattr(layer, "groups", None) or {}
+    groups = getattr(layer, "groups", None)
     # only the groups someone joined: the hot path pays nothing for groups no consumer reads
+    if not groups:
+        return
     wanted = [(group, message) for group, message in _group_messages(changes) if group in groups]
     if wanted:
         try:
