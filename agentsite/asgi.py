@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -15,9 +16,28 @@ from django.urls import path, re_path  # noqa: E402
 
 from foundation.access import WebsocketAccess  # noqa: E402
 from foundation.middleware import StaticFiles  # noqa: E402
+from sessions_app import hub  # noqa: E402
 from sessions_app.consumers import EventsConsumer, NotFoundConsumer  # noqa: E402
 
-application = ProtocolTypeRouter(
+
+class JoinChannelLayer:
+    """Joins this process to the channel layer's server group at its first connection, on the
+    server's event loop (``sessions_app.hub.start_listener``; docs/api.md §9.8).
+
+    Args:
+        app: the ASGI application it wraps.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
+        """Serve one connection with the wrapped application."""
+        hub.start_listener()
+        return await self.app(scope, receive, send)
+
+
+_routes = ProtocolTypeRouter(
     {
         # the admin's stylesheets and scripts are served by the app itself: there is no other web server
         "http": StaticFiles(django_application),
@@ -32,3 +52,4 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+application = JoinChannelLayer(_routes)

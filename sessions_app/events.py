@@ -66,7 +66,7 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
         with connection.cursor() as cursor:
             cursor.execute(_INSERT, [_db_value(name, getattr(event, name)) for name in _COLUMNS])
             event.seq = cursor.fetchone()[0]
-        hub.announce_on_commit(session_id)
+        hub.announce_on_commit(session_id, event.seq, owner)
         if _watched(session_id, str(kind)):
             enqueue_watched_event(event.seq)
     return event

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from channels_redis.pubsub import RedisPubSubChannelLayer
 
 from devtools.mockllm import MockLlmServer
+from sessions_app.hub import SESSION_CHANGED, session_group
 from tests.demo import demo_agents, demo_script
 from tests.harness import Server, wait_until, write_agent
 from tests.streams import SseReader, WsReader, kinds, stopped_with
@@ -264,3 +270,64 @@ def test_two_servers_see_a_run_of_a_separate_worker_live(
     assert again.status_code == 200 and again.json()["status"] == "idle"
     on_first.close()
     on_second.close()
+
+
+class GroupListener:
+    """A project's own listener: channels of the Redis channel layer (configured as the servers'
+    settings configure it), each added to groups with ``group_add``; keeps what each receives."""
+
+    def __init__(self, redis_url: str, groups: dict[str, list[str]]) -> None:
+        self.layer = RedisPubSubChannelLayer(hosts=[redis_url])
+        self.received: dict[str, list[dict[str, Any]]] = {name: [] for name in groups}
+        self.joined = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self._groups = groups
+        threading.Thread(target=self.loop.run_until_complete, args=(self._run(),), daemon=True).start()
+        assert self.joined.wait(10), "the listener did not join its groups"
+
+    async def _run(self) -> None:
+        channels = {name: await self.layer.new_channel() for name in self._groups}
+        for name, groups in self._groups.items():
+            for group in groups:
+                await self.layer.group_add(group, channels[name])
+        self.joined.set()
+        await asyncio.gather(*(self._receive(name, channel) for name, channel in channels.items()))
+
+    async def _receive(self, name: str, channel: str) -> None:
+        while True:
+            self.received[name].append(await self.layer.receive(channel))
+
+
+def test_a_projects_own_listener_in_a_sessions_group_hears_a_run_in_another_process(
+    tmp_path: Path,
+    llm_server: Callable[..., MockLlmServer],
+    start_server: Callable[..., Server],
+    start_worker: Callable[..., object],
+    postgres_url: str,
+    redis_url: str,
+) -> None:
+    agent, _ = _slow_agent(tmp_path, llm_server)
+    env = {"REDIS_URL": redis_url}
+    first = start_server([agent], db=postgres_url, env=env)
+    second = start_server([agent], db=postgres_url, env=env)
+    start_worker([agent], db=postgres_url, env=env)
+    body = {"agent": "slowpoke", "prompt": "go", "run": "none"}
+    sid = _post(first, "/v1/sessions", body).json()["session_id"]
+    quiet = _post(first, "/v1/sessions", body).json()["session_id"]
+    listener = GroupListener(redis_url, {"run": [session_group(sid)], "quiet": [session_group(quiet)]})
+    # the run is asked for on the second server and made by the worker: neither is this process
+    answer = _post(second, f"/v1/sessions/{sid}/messages?wait=true", {"prompt": "again"})
+    assert answer.status_code == 200 and answer.json()["status"] == "idle"
+    stored = SseReader(f"{first.url}/v1/sessions/{sid}/events?after=0")
+    seqs = {int(e["id"]) for e in stored.wait_for(stopped_with("idle"))}
+    stored.close()
+    wait_until(lambda: any(m["seq"] == max(seqs) for m in listener.received["run"]), timeout=10)
+    heard = listener.received["run"]
+    assert {m["type"] for m in heard} == {SESSION_CHANGED}
+    assert {m["session_id"] for m in heard} == {sid}
+    # a wake-up names an event that is in the database, newer ones after older ones
+    woken = [m["seq"] for m in heard if m["seq"] is not None]
+    assert set(woken) <= seqs and woken == sorted(woken)
+    # the other session's group heard nothing of this run
+    time.sleep(0.5)
+    assert listener.received["quiet"] == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from agentsite.secret_key import secret_key
 from foundation.env import database_url, default_allowed_hosts, env
@@ -114,9 +115,16 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # keep this project's JSON log lines in worker processes too
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_REDIRECT_STDOUTS = False
-# the websocket consumers use no channel layer: events reach them through the process's hub,
-# and processes wake each other with Redis pub/sub (sessions_app.hub)
-CHANNEL_LAYERS: dict[str, dict[str, str]] = {}
+# commits wake the event readers of every process through the channel layer, and a project's own
+# consumer joins a session's or an owner's group there (sessions_app.hub, docs/api.md §9.8):
+# Redis pub/sub when scaled out, in memory in the embedded default
+CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
+    "default": (
+        {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        if REDIS_URL
+        else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    )
+}
 
 # --- the agents server's own settings ------------------------------------------------------------
 AGENTS = {
