@@ -19,6 +19,7 @@ from agents_app.parameters import AgentParameters
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from agentsite.api import ApiViewSet, error_responses, json_object_body, require_name
+from agentsite.auth import caller
 from agentsite.common import Rfc3339Field, render, rfc3339
 from agentsite.errors import AgentFailedToLoad, UnknownAgent
 
@@ -161,7 +162,7 @@ class AgentViewSet(ApiViewSet):
         """
         body = json_object_body(request)
         prepared, _, created = services.stored_agent_put(
-            require_name(slug, "slug"), body, updated_by=request.user.owner
+            require_name(slug, "slug"), body, updated_by=caller(request).owner
         )
         descriptor = _descriptor(prepared.loaded, [], prepared.parameters)
         return Response(render(AgentDescriptorSerializer, descriptor), status=201 if created else 200)

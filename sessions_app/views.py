@@ -28,7 +28,7 @@ from agentsite.api import (
     require_name,
     wait_params,
 )
-from agentsite.auth import new_session_token
+from agentsite.auth import caller, new_session_token
 from agentsite.common import render
 from agentsite.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
@@ -103,8 +103,12 @@ def session_answer(request: Request, session: Session, *, created: bool = False,
 
     if wait and defers_wait(request):
         response = render_answer(session, True)
-        response.deferred_wait = DeferredWait(
-            finish=lambda: render_answer(selectors.wait_for_run(session.pk, timeout), True), seconds=timeout
+        setattr(  # noqa: B010 - DRF's Response declares no such attribute; idempotent.py reads it back
+            response,
+            "deferred_wait",
+            DeferredWait(
+                finish=lambda: render_answer(selectors.wait_for_run(session.pk, timeout), True), seconds=timeout
+            ),
         )
         return response
     if wait:
@@ -142,7 +146,7 @@ class SessionViewSet(ApiViewSet):
         parent = None
         if query.get("parent"):
             parent = _session_id(query["parent"])
-            selectors.require_visible(request.user, parent)
+            selectors.require_visible(caller(request), parent)
         try:
             limit = int(query.get("limit", "50"))
         except ValueError as exc:
@@ -163,7 +167,7 @@ class SessionViewSet(ApiViewSet):
             parent=parent,
             limit=limit,
             before=before,
-            owner=request.user.owner,
+            owner=caller(request).owner,
         )
         return Response(render(SessionListSerializer, {"sessions": rows, "next_before": next_before}))
 
@@ -177,7 +181,7 @@ class SessionViewSet(ApiViewSet):
     def create(self, request: Request) -> Response:
         """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
         data = validated(SessionCreateSerializer, json_object_body(request))
-        principal = request.user
+        principal = caller(request)
         if (data.get("seal") or data.get("session_token")) and principal.kind == "anonymous":
             raise BadRequest("seal and session_token need authentication, which this server does not have enabled")
         session_token, token_digest = new_session_token() if data.get("session_token") else (None, None)
@@ -220,7 +224,7 @@ class SessionViewSet(ApiViewSet):
         """Store an agents-exe session file as a session of ``agent`` (our extension: docs/api.md §7.16)."""
         data = validated(SessionImportSerializer, json_object_body(request))
         session = sessions.session_import(
-            document=data["session"], agent_slug=data["agent"], owner=request.user.owner, require_agent=True
+            document=data["session"], agent_slug=data["agent"], owner=caller(request).owner, require_agent=True
         )
         return session_answer(request, session, created=True)
 
@@ -278,7 +282,7 @@ class SessionViewSet(ApiViewSet):
             media=doc.media_from_api(data.get("media") or []),
             run=data["run"],
             interrupt=data["interrupt"],
-            owner=request.user.owner,
+            owner=caller(request).owner,
             params=data.get("params"),
         )
         return session_answer(request, session)
@@ -302,7 +306,7 @@ class SessionViewSet(ApiViewSet):
         data = validated(ResumeSerializer, json_object_body(request))
         wait_params(request)
         session = sessions.session_resume(
-            session_id=sid, mode=data["mode"], owner=request.user.owner, params=data.get("params")
+            session_id=sid, mode=data["mode"], owner=caller(request).owner, params=data.get("params")
         )
         return session_answer(request, session)
 
@@ -346,7 +350,7 @@ class SessionViewSet(ApiViewSet):
             session_id=sid,
             body=body,
             priority=data["priority"],
-            sender={"tag": "user", "owner": request.user.owner},
+            sender={"tag": "user", "owner": caller(request).owner},
             mail_id=data.get("id"),
         )
         return Response(render(ReceiptSerializer, receipt), status=202)
@@ -381,7 +385,7 @@ class SessionViewSet(ApiViewSet):
         """Pause: the run stops at its next step and the session is stored ``paused``."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return session_answer(request, sessions.session_pause(session_id=sid, owner=request.user.owner))
+        return session_answer(request, sessions.session_pause(session_id=sid, owner=caller(request).owner))
 
     @extend_schema(
         operation_id="cancelRun",
@@ -394,7 +398,7 @@ class SessionViewSet(ApiViewSet):
         """Stop the active run and its background calls; answers once the run has stopped."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        sessions.session_cancel(session_id=sid, owner=request.user.owner)
+        sessions.session_cancel(session_id=sid, owner=caller(request).owner)
         return Response(render(SessionMetaSerializer, selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)))
 
     @extend_schema(
@@ -408,7 +412,7 @@ class SessionViewSet(ApiViewSet):
         """Cancel every attached tool call, without stopping the run."""
         sid = _session_id(session_id)
         selectors.session_get(sid)
-        return session_answer(request, sessions.session_cancel_attached(session_id=sid, owner=request.user.owner))
+        return session_answer(request, sessions.session_cancel_attached(session_id=sid, owner=caller(request).owner))
 
     @extend_schema(
         operation_id="setSessionParams",
@@ -466,13 +470,13 @@ class ContinuationViewSet(ApiViewSet):
             raise BadRequest("result: This field is required.")
         data = validated(ContinuationSerializer, body)
         wait_params(request)
-        selectors.require_visible_token(request.user, parsed)
+        selectors.require_visible_token(caller(request), parsed)
         session = continuations.continuation_complete(
             token=parsed,
             result=body["result"],
             resume=data["resume"],
             params=data.get("params"),
-            caller=request.user.owner,
+            caller=caller(request).owner,
         )
         return session_answer(request, session)
 

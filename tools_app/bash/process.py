@@ -193,7 +193,7 @@ def run_process(
                     pending = pending[written:]
                     if not pending:
                         sel.unregister(stream)
-                        stream.close()  # type: ignore[union-attr]
+                        stream.close()
                     continue
                 data = os.read(key.fd, _READ_BYTES)
                 if not data:
