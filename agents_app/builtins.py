@@ -261,7 +261,7 @@ class LuaConfig(_Contents):
 
 ToolboxConfig = SqliteConfig | SystemConfig | DeveloperConfig | LuaConfig
 
-_KINDS: dict[str, type[_Contents]] = {
+_KINDS: dict[str, type[ToolboxConfig]] = {
     "SqliteToolbox": SqliteConfig,
     "SystemToolbox": SystemConfig,
     "DeveloperToolbox": DeveloperConfig,
@@ -340,7 +340,9 @@ def _parse_entry(
     index: int, raw: dict[str, Any], named: dict[str, SandboxConfig], problems: list[str], warnings: list[str]
 ) -> BuiltinToolbox | None:
     where = f"builtinToolboxes[{index}]"
-    tag, contents = raw.get("tag"), raw.get("contents")
+    # a str whenever kind is found
+    tag: Any = raw.get("tag")
+    contents = raw.get("contents")
     kind = _KINDS.get(tag) if isinstance(tag, str) else None
     if kind is None:
         problems.append(f"{where}: unknown built-in toolbox {tag!r} (known: {', '.join(_KINDS)})")

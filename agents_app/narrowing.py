@@ -133,7 +133,8 @@ def _targets(root: HelperAgent, address: tuple[str, ...], lookup: Lookup, narrow
              where: str) -> list[HelperAgent]:
     """The agents a binding's address reaches below (and including) ``root``."""
     if address == (EVERYWHERE,):
-        found, queue = [], [root]
+        found: list[HelperAgent] = []
+        queue = [root]
         while queue:
             agent = queue.pop(0)
             if any(agent.slug == known.slug for known in found):

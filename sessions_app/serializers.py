@@ -143,7 +143,7 @@ class SessionCreateSerializer(serializers.Serializer):
     message = MessageAliasSerializer(required=False)
     media = MediaSerializer(many=True, required=False)
     run = serializers.ChoiceField(choices=RUN_CHOICES, default="until_blocked")
-    parent = StrictCharField(required=False, allow_null=True)
+    parent = StrictCharField(required=False, allow_null=True)  # type: ignore[assignment]  # a declared field, not Field.parent: DRF's metaclass moves it off the class
     seal = StrictBooleanField(required=False)
     session_token = StrictBooleanField(required=False)
     params = ParamsInputField(required=False, allow_null=True)
