@@ -314,6 +314,7 @@ class StoredAgentForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         """Load the agent as ``PUT /v1/agents/:slug`` would; each problem goes to its field."""
         data = super().clean()
+        assert data is not None  # noqa: S101 - narrows the type (Form.clean answers cleaned_data)
         slug = self.instance.pk or data.get("slug")
         if self.errors or not slug or not self.file_rows.is_valid():
             return data

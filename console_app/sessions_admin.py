@@ -108,6 +108,7 @@ class CompleteCallForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         """Parse a JSON result; a text result is taken as it is."""
         data = super().clean()
+        assert data is not None  # noqa: S101 - narrows the type (Form.clean answers cleaned_data)
         text = data.get("result", "")
         if data.get("kind") == "json":
             try:
@@ -247,7 +248,7 @@ class SessionAdmin(ReadOnlyAdmin):
         if not form.is_valid():
             for problems in form.errors.values():
                 for problem in problems:
-                    messages.error(request, problem)
+                    messages.error(request, str(problem))
             return HttpResponseRedirect(page)
         try:
             session = continuations.continuation_complete(
