@@ -154,7 +154,8 @@ class SessionAdmin(ReadOnlyAdmin):
         ),
         ("Continuations and events", {"classes": ("collapse",), "fields": ("continuation_list", "recent_events")}),
     )
-    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+    # every field of these fieldsets stands alone (the stubs' type allows groups of fields too)
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"] if isinstance(name, str))
 
     def can_complete(self, request: HttpRequest) -> bool:
         """Whether the operator may answer pending calls (the answer permission of deferred calls)."""

@@ -64,6 +64,7 @@ class EventsConsumer(AsyncWebsocketConsumer):
             if not visible:
                 await self.close()
                 return
+            assert sid is not None  # noqa: S101 - narrows the type (a visible session has an id)
             scope = Scope(session_id=str(sid))
 
             def snapshot() -> dict:

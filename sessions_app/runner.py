@@ -274,13 +274,15 @@ def _store_step(session: Session, result: Any, *, mode: str) -> bool:
             forget_started(session.pk)
         create_continuations(session, result.continuations)
         rows = [background.create(session, entry, attached=not entry.get("tcDetached")) for entry in result.background]
-        calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(doc.head(result.document))}
+        head = doc.head(result.document)
+        assert head is not None  # noqa: S101 - narrows the type (a run leaves at least one turn)
+        calls = {tc.get("tcChild"): tc["tcCall"] for tc in doc.tracked_calls(head)}
         for child in result.children:
             child_create(session, child, calls.get(str(child.session_id), {}))
         if result.continuations:
             tokens = {c.token for c in result.continuations}
-            calls = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
-            events.emit(EventKind.CALLS_DEFERRED, session.pk, session.owner, CallsDeferred(calls=calls))
+            deferred = [c for c in doc.pending_calls(result.document) if c["continuation_token"] in tokens]
+            events.emit(EventKind.CALLS_DEFERRED, session.pk, session.owner, CallsDeferred(calls=deferred))
         for row in rows:
             enqueue_background_call(row.pk)
     if final is not None:
@@ -341,6 +343,7 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
     timeout_ms = strategy.get("milliseconds") if isinstance(strategy, dict) else None
     started = time.monotonic()
     head = doc.head(document)
+    assert head is not None  # noqa: S101 - narrows the type (the calls waited for are in the head turn)
     open_calls = [tc for tc in doc.tracked_calls(head) if tc["tcState"] == "Running" and not tc.get("tcDetached")]
     waiting = [tc["tcId"] for tc in open_calls]
     attach = {tc["tcId"]: _attach_seconds(tc) for tc in open_calls}
@@ -366,8 +369,8 @@ def _wait_background(session: Session, document: dict[str, Any], agent: Any, sig
                 now = timezone.now()
                 leaving = [
                     tc_id for tc_id in still
-                    if attach[tc_id] is not None and tc_id in rows
-                    and (now - rows[tc_id].created_at).total_seconds() >= attach[tc_id]
+                    if (seconds := attach[tc_id]) is not None and tc_id in rows
+                    and (now - rows[tc_id].created_at).total_seconds() >= seconds
                 ]
                 reason = f"still running after {attach[leaving[0]]:g}s" if leaving else ""
             if leaving:
@@ -387,7 +390,9 @@ def _apply_background(document: dict[str, Any], rows: dict[str, Any]) -> dict[st
     """Write finished background calls into the head partial turn (closing it when all are final)."""
     if not rows:
         return document
-    head = doc.current_partial(doc.head(document))
+    newest = doc.head(document)
+    assert newest is not None  # noqa: S101 - narrows the type (the head is the partial turn of the calls)
+    head = doc.current_partial(newest)
     for tc in doc.tracked_calls(head):
         row = rows.get(tc["tcId"])
         if row is not None and tc["tcState"] == "Running":
@@ -405,7 +410,9 @@ def _attach_seconds(tracked: dict[str, Any]) -> float | None:
 
 
 def _mark_detached(document: dict[str, Any], tc_ids: list[str], reason: str) -> dict[str, Any]:
-    head = doc.current_partial(doc.head(document))
+    newest = doc.head(document)
+    assert newest is not None  # noqa: S101 - narrows the type (the head is the partial turn of the calls)
+    head = doc.current_partial(newest)
     for tc in doc.tracked_calls(head):
         if tc["tcId"] in tc_ids:
             tc["tcDetached"] = reason

@@ -229,7 +229,9 @@ def cancel_helpers(session: Session) -> Session:
     session's row locked.
     """
     document = session.document
-    head = doc.current_partial(doc.head(document))
+    newest = doc.head(document)
+    assert newest is not None  # noqa: S101 - narrows the type (a session with open helper calls has turns)
+    head = doc.current_partial(newest)
     tokens = []
     for tc in doc.tracked_calls(head):
         if tc["tcState"] == "Deferred" and tc.get("tcChild"):
