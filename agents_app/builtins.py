@@ -384,14 +384,18 @@ def _sqlite_versioning(config: SqliteConfig, label: str, problems: list[str], wa
         if older:
             problems.append(f"{label}: give Versioning alone, without the older Path/Access")
         return
-    access = {"read-only": "SqliteReadOnly", "read-write": "SqliteReadWrite"}.get(config.Access or "")
+    tags: dict[str, Literal["SqliteReadOnly", "SqliteReadWrite"]] = {
+        "read-only": "SqliteReadOnly",
+        "read-write": "SqliteReadWrite",
+    }
+    access = tags.get(config.Access or "")
     if config.Path is None or access is None:
         problems.append(
             f'{label}: Versioning is required: {{"tag": "SqliteReadOnly" | "SqliteReadWrite", "path": ...}}'
             + (' (the older Path needs Access "read-only" or "read-write")' if older else "")
         )
         return
-    config.Versioning = SqliteVersioning(tag=access, path=config.Path)  # type: ignore[arg-type]
+    config.Versioning = SqliteVersioning(tag=access, path=config.Path)
     warnings.append(
         f'{label}: Path/Access is the older shape; read as Versioning {{"tag": "{access}", "path": "{config.Path}"}}'
     )

@@ -53,8 +53,8 @@ class Rfc3339Field(serializers.DateTimeField):
     """A timestamp as RFC 3339 UTC with a ``Z`` and microseconds (:func:`rfc3339`), as every answer
     writes them; a text already in that form is kept."""
 
-    # DRF's DateTimeField.to_representation answers None for an empty value; its stubs say str
-    def to_representation(self, value: Any) -> str | None:  # type: ignore[override]
+    # DRF's own DateTimeField.to_representation answers None for an empty value; its stubs say str
+    def to_representation(self, value: Any) -> str | None:  # type: ignore[override]  # see above
         return value if isinstance(value, str) else rfc3339(value)
 
 

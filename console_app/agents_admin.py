@@ -99,12 +99,12 @@ class StoredAgentAdmin(admin.ModelAdmin):
     @admin.display(description="sessions", ordering="sessions")
     def session_count(self, obj: StoredAgent) -> int:
         """The sessions of this agent (helpers' child sessions included)."""
-        return obj.sessions  # type: ignore[attr-defined]
+        return obj.sessions  # type: ignore[attr-defined]  # get_queryset annotates it; the model's stubs cannot know
 
     @admin.display(description="last used", ordering="used")
     def last_used(self, obj: StoredAgent) -> Any:
         """The latest change of any of its sessions."""
-        return obj.used  # type: ignore[attr-defined]
+        return obj.used  # type: ignore[attr-defined]  # get_queryset annotates it; the model's stubs cannot know
 
     @admin.display(description="version")
     def version_links(self, obj: StoredAgent) -> str:
