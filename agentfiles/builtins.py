@@ -261,7 +261,7 @@ class LuaConfig(_Contents):
 
 ToolboxConfig = SqliteConfig | SystemConfig | DeveloperConfig | LuaConfig
 
-_KINDS: dict[str, type[_Contents]] = {
+_KINDS: dict[str, type[ToolboxConfig]] = {
     "SqliteToolbox": SqliteConfig,
     "SystemToolbox": SystemConfig,
     "DeveloperToolbox": DeveloperConfig,
@@ -340,7 +340,9 @@ def _parse_entry(
     index: int, raw: dict[str, Any], named: dict[str, SandboxConfig], problems: list[str], warnings: list[str]
 ) -> BuiltinToolbox | None:
     where = f"builtinToolboxes[{index}]"
-    tag, contents = raw.get("tag"), raw.get("contents")
+    # a str whenever kind is found
+    tag: Any = raw.get("tag")
+    contents = raw.get("contents")
     kind = _KINDS.get(tag) if isinstance(tag, str) else None
     if kind is None:
         problems.append(f"{where}: unknown built-in toolbox {tag!r} (known: {', '.join(_KINDS)})")
@@ -382,14 +384,18 @@ def _sqlite_versioning(config: SqliteConfig, label: str, problems: list[str], wa
         if older:
             problems.append(f"{label}: give Versioning alone, without the older Path/Access")
         return
-    access = {"read-only": "SqliteReadOnly", "read-write": "SqliteReadWrite"}.get(config.Access or "")
+    tags: dict[str, Literal["SqliteReadOnly", "SqliteReadWrite"]] = {
+        "read-only": "SqliteReadOnly",
+        "read-write": "SqliteReadWrite",
+    }
+    access = tags.get(config.Access or "")
     if config.Path is None or access is None:
         problems.append(
             f'{label}: Versioning is required: {{"tag": "SqliteReadOnly" | "SqliteReadWrite", "path": ...}}'
             + (' (the older Path needs Access "read-only" or "read-write")' if older else "")
         )
         return
-    config.Versioning = SqliteVersioning(tag=access, path=config.Path)  # type: ignore[arg-type]
+    config.Versioning = SqliteVersioning(tag=access, path=config.Path)
     warnings.append(
         f'{label}: Path/Access is the older shape; read as Versioning {{"tag": "{access}", "path": "{config.Path}"}}'
     )

@@ -133,7 +133,8 @@ def _targets(root: HelperAgent, address: tuple[str, ...], lookup: Lookup, narrow
              where: str) -> list[HelperAgent]:
     """The agents a binding's address reaches below (and including) ``root``."""
     if address == (EVERYWHERE,):
-        found, queue = [], [root]
+        found: list[HelperAgent] = []
+        queue = [root]
         while queue:
             agent = queue.pop(0)
             if any(agent.slug == known.slug for known in found):
@@ -156,7 +157,7 @@ def _targets(root: HelperAgent, address: tuple[str, ...], lookup: Lookup, narrow
 
 
 def _children(agent: HelperAgent) -> list[str]:
-    return [helper_slug(t) for t in agent.toolset.tools if helper_slug(t) is not None]  # type: ignore[misc]
+    return [slug for t in agent.toolset.tools if (slug := helper_slug(t)) is not None]
 
 
 def _entries(agent: HelperAgent) -> dict[str, SubAgentTool]:

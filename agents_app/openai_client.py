@@ -7,13 +7,21 @@ than when the server starts.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 from openai._streaming import ServerSentEvent, SSEDecoder
 
+if TYPE_CHECKING:
+    # the mixin's super() is the SDK client it is mixed into (OpenAI or AsyncOpenAI)
+    from openai._base_client import BaseClient
 
-class _AgentCredentials:
+    _SdkClient = BaseClient[Any, Any]
+else:
+    _SdkClient = object
+
+
+class _AgentCredentials(_SdkClient):
     """The header hooks of an SDK client whose only credential is the agent's own key, possibly none.
 
     The stock client insists on a key (reading ``OPENAI_API_KEY`` when given none) and adds
@@ -25,7 +33,7 @@ class _AgentCredentials:
         self._agent_api_key = agent_api_key
         # A placeholder satisfies the SDK's "credentials required" check; it is never sent,
         # because every header hook below answers from _agent_api_key instead.
-        super().__init__(api_key=agent_api_key or "no-key", **kwargs)
+        super().__init__(**{**kwargs, "api_key": agent_api_key or "no-key"})
 
     def _agent_auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._agent_api_key}"} if self._agent_api_key else {}

@@ -36,8 +36,8 @@ def check_lines(loaded: LoadedAgent, toolset: ToolSet, parameters: AgentParamete
     lines += [f"{slug}: tool {name}" for name in names]
     for box in toolset.live:
         if isinstance(box, McpToolbox):
-            names = ", ".join(tool.name for tool in box.snapshot()[1]) or "no tools"
-            lines.append(f"{slug}: MCP server {box.config.name}: {names}")
+            listed = ", ".join(tool.name for tool in box.snapshot()[1]) or "no tools"
+            lines.append(f"{slug}: MCP server {box.config.name}: {listed}")
     for name, decl in parameters.decls.items():
         secret = ["secret"] if decl.secret else []
         traits = ", ".join([decl.scope, *secret, "required" if decl.required else "optional"])

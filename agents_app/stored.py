@@ -157,7 +157,9 @@ def command_fields(contents: dict[str, Any]) -> list[str]:
             found.append(f"parameters[{index}].default: a {tag} default")
     boxes = contents.get("openApiToolboxes")
     for index, box in enumerate(boxes if isinstance(boxes, list) else []):
-        inner = box.get("contents") if isinstance(box, dict) and isinstance(box.get("contents"), dict) else {}
+        inner: dict[str, Any] = (
+            box["contents"] if isinstance(box, dict) and isinstance(box.get("contents"), dict) else {}
+        )
         where = f"openApiToolboxes[{index}].contents"
         secrets = inner.get("Secrets")
         for number, secret in enumerate(secrets if isinstance(secrets, list) else []):
@@ -236,7 +238,7 @@ def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
         where = f"bashToolboxes[{index}]"
         if not isinstance(box, dict):
             continue
-        inner = box.get("contents") if isinstance(box.get("contents"), dict) else {}
+        inner: dict[str, Any] = box["contents"] if isinstance(box.get("contents"), dict) else {}
         if any(key in holder for holder in (box, inner) for key in ("root", "Root")):
             problems.append(f"{where}: stored agents' bash toolboxes take no root")
         problem = _path_problem(inner.get("Path"), f"{where}.contents.Path", file=False)
@@ -248,7 +250,7 @@ def check_paths(contents: dict[str, Any], files: dict[str, str]) -> None:
             problems.append(problem)
     boxes = contents.get("openApiToolboxes")
     for index, box in enumerate(boxes if isinstance(boxes, list) else []):
-        inner = box.get("contents") if isinstance(box, dict) and isinstance(box.get("contents"), dict) else {}
+        inner = box["contents"] if isinstance(box, dict) and isinstance(box.get("contents"), dict) else {}
         secrets = inner.get("Secrets")
         for number, secret in enumerate(secrets if isinstance(secrets, list) else []):
             source = secret.get("source") if isinstance(secret, dict) else None

@@ -19,6 +19,7 @@ from agents_app import services
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from foundation.api import ApiViewSet, error_responses, json_object_body, require_name
+from foundation.auth import caller
 from foundation.common import Rfc3339Field, render, rfc3339
 from foundation.errors import AgentFailedToLoad, UnknownAgent
 
@@ -40,7 +41,7 @@ class AgentParameterSerializer(serializers.Serializer):
     description = serializers.CharField(allow_null=True, allow_blank=True)
     scope = serializers.ChoiceField(choices=["process", "session", "message"])
     secret = serializers.BooleanField()
-    required = serializers.BooleanField()
+    required = serializers.BooleanField()  # type: ignore[assignment]  # a declared field, not Field.required: DRF's metaclass moves it off the class
     bound = serializers.BooleanField(help_text="the process gives it a value (a process value or a default)")
     pinned = serializers.BooleanField(help_text="the operator pinned it: no client may set it")
 
@@ -55,7 +56,7 @@ class AgentDescriptorSerializer(serializers.Serializer):
     prompt = serializers.CharField(allow_blank=True)
     parameters = AgentParameterSerializer(many=True)
     helpers = serializers.ListField(child=serializers.CharField())
-    source = serializers.ChoiceField(choices=["file", "database"])
+    source = serializers.ChoiceField(choices=["file", "database"])  # type: ignore[assignment]  # a declared field, not Field.source: DRF's metaclass moves it off the class
     config = serializers.JSONField(required=False, help_text="stored agents: the contents with 'files'")
     version = serializers.IntegerField(
         required=False, help_text="stored agents: the current version (the admin keeps every version)"
@@ -83,7 +84,7 @@ def _descriptor(loaded: LoadedAgent, tools: list[str], parameters: AgentParamete
     """The AgentDescriptor of a loaded agent and its tools' wire names; stored agents add their config."""
 
     spec = loaded.spec
-    descriptor = {
+    descriptor: dict[str, Any] = {
         "slug": spec.slug,
         "description": spec.announce,
         "tools": tools,
@@ -161,7 +162,7 @@ class AgentViewSet(ApiViewSet):
         """
         body = json_object_body(request)
         prepared, _, created = services.stored_agent_put(
-            require_name(slug, "slug"), body, updated_by=request.user.owner
+            require_name(slug, "slug"), body, updated_by=caller(request).owner
         )
         descriptor = _descriptor(prepared.loaded, [], prepared.parameters)
         return Response(render(AgentDescriptorSerializer, descriptor), status=201 if created else 200)

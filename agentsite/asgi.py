@@ -44,9 +44,9 @@ _routes = ProtocolTypeRouter(
         "websocket": WebsocketAccess(
             URLRouter(
                 [
-                    path("v1/ws/sessions/<str:session_id>", EventsConsumer.as_asgi()),
-                    path("v1/ws/events", EventsConsumer.as_asgi()),
-                    re_path(r".*", NotFoundConsumer.as_asgi()),
+                    path("v1/ws/sessions/<str:session_id>", EventsConsumer.as_asgi()),  # type: ignore[list-item, arg-type]  # django-stubs' path() takes Django views; Channels routes ASGI apps
+                    path("v1/ws/events", EventsConsumer.as_asgi()),  # type: ignore[list-item, arg-type]  # django-stubs' path() takes Django views; Channels routes ASGI apps
+                    re_path(r".*", NotFoundConsumer.as_asgi()),  # type: ignore[list-item, arg-type]  # django-stubs' path() takes Django views; Channels routes ASGI apps
                 ]
             )
         ),

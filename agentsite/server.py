@@ -65,6 +65,7 @@ def serve(bind: str, port: int, grace: float, unix_socket: str | None = None) ->
     from django.conf import settings
     from twisted.internet import reactor
     from twisted.internet.endpoints import quoteStringArgument
+    from twisted.internet.interfaces import IReactorThreads
 
     from agentsite.asgi import application
     from foundation.http_limits import install
@@ -126,7 +127,8 @@ def serve(bind: str, port: int, grace: float, unix_socket: str | None = None) ->
         reactor.callLater(0.05, drain)
 
     def on_signal(signum: int, frame: Any) -> None:
-        reactor.callFromThread(begin_shutdown)
+        # the reactor itself: Twisted's types declare the threads interface apart
+        IReactorThreads(reactor).callFromThread(begin_shutdown)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

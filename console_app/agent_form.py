@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from pydantic import TypeAdapter, ValidationError
@@ -130,7 +130,7 @@ class BaseFileRows(forms.BaseFormSet):
         """Raises: forms.ValidationError for a path given twice or text without a path."""
         seen: set[str] = set()
         for form in self.forms:
-            if not hasattr(form, "cleaned_data") or self._should_delete_form(form):
+            if not hasattr(form, "cleaned_data") or self._should_delete_form(form):  # type: ignore[attr-defined]  # Django's own private helper, which django-stubs leaves out
                 continue
             path, content = form.cleaned_data.get("path", ""), form.cleaned_data.get("content", "")
             if not path and content:
@@ -144,11 +144,14 @@ class BaseFileRows(forms.BaseFormSet):
         return {
             form.cleaned_data["path"]: form.cleaned_data.get("content", "")
             for form in self.forms
-            if hasattr(form, "cleaned_data") and form.cleaned_data.get("path") and not self._should_delete_form(form)
+            if hasattr(form, "cleaned_data") and form.cleaned_data.get("path") and not self._should_delete_form(form)  # type: ignore[attr-defined]  # Django's own private helper, which django-stubs leaves out
         }
 
 
-FileRows = forms.formset_factory(FileRowForm, formset=BaseFileRows, extra=1, can_delete=True)
+# a subclass of BaseFileRows; django-stubs' formset_factory says only BaseFormSet
+FileRows = cast(
+    type[BaseFileRows], forms.formset_factory(FileRowForm, formset=BaseFileRows, extra=1, can_delete=True)
+)
 
 
 def _key_ids(current: str | None) -> list[tuple[str, str]]:
@@ -233,12 +236,14 @@ class StoredAgentForm(forms.ModelForm):
         self.original = contents
         if "slug" in self.fields:
             self.fields["slug"].help_text = "letters, digits and _ . : - (fixed once stored)"
-        self.fields["apiKeyId"].choices = _key_ids(contents.get("apiKeyId"))
+        cast(forms.ChoiceField, self.fields["apiKeyId"]).choices = _key_ids(contents.get("apiKeyId"))
         flavor = contents.get("flavor")
         if isinstance(flavor, str) and flavor not in dict(FLAVORS):
-            self.fields["flavor"].choices = [*FLAVORS, (flavor, f"{flavor} (as stored)")]
+            cast(forms.ChoiceField, self.fields["flavor"]).choices = [*FLAVORS, (flavor, f"{flavor} (as stored)")]
         helpers = StoredAgent.objects.all()
-        self.fields["helpers"].queryset = helpers.exclude(pk=self.instance.pk) if self.instance.pk else helpers
+        cast(forms.ModelMultipleChoiceField, self.fields["helpers"]).queryset = (
+            helpers.exclude(pk=self.instance.pk) if self.instance.pk else helpers
+        )
         self.initial.update(self._initial_of(contents))
         prefix = "files"
         rows = [{"path": path, "content": text} for path, text in sorted((self.instance.files or {}).items())]
@@ -314,6 +319,7 @@ class StoredAgentForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         """Load the agent as ``PUT /v1/agents/:slug`` would; each problem goes to its field."""
         data = super().clean()
+        assert data is not None  # noqa: S101 - narrows the type (Form.clean answers cleaned_data)
         slug = self.instance.pk or data.get("slug")
         if self.errors or not slug or not self.file_rows.is_valid():
             return data

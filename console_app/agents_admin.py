@@ -9,7 +9,7 @@ Operators edit an agent's fields, helpers and files with the checks of ``PUT /v1
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.contrib.admin import helpers
@@ -99,12 +99,12 @@ class StoredAgentAdmin(admin.ModelAdmin):
     @admin.display(description="sessions", ordering="sessions")
     def session_count(self, obj: StoredAgent) -> int:
         """The sessions of this agent (helpers' child sessions included)."""
-        return obj.sessions  # type: ignore[attr-defined]
+        return obj.sessions  # type: ignore[attr-defined]  # get_queryset annotates it; the model's stubs cannot know
 
     @admin.display(description="last used", ordering="used")
     def last_used(self, obj: StoredAgent) -> Any:
         """The latest change of any of its sessions."""
-        return obj.used  # type: ignore[attr-defined]
+        return obj.used  # type: ignore[attr-defined]  # get_queryset annotates it; the model's stubs cannot know
 
     @admin.display(description="version")
     def version_links(self, obj: StoredAgent) -> str:
@@ -142,7 +142,7 @@ class StoredAgentAdmin(admin.ModelAdmin):
         """
         if request.method == "POST" and "_check" in request.POST:
             return self._check_view(request, object_id, form_url, extra_context)
-        return self._changeform_view(request, object_id, form_url, extra_context)
+        return self._changeform_view(request, object_id, form_url, extra_context)  # type: ignore[attr-defined]  # Django's own private view, which django-stubs leaves out
 
     def _check_view(
         self, request: HttpRequest, object_id: str | None, form_url: str, extra_context: Any
@@ -150,12 +150,13 @@ class StoredAgentAdmin(admin.ModelAdmin):
         """The page again, as typed, with the check's report (or the refusal at its fields)."""
         obj = self.get_object(request, unquote(object_id)) if object_id else None
         if object_id and obj is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]  # Django's own private helper, which django-stubs leaves out
         allowed = self.has_change_permission(request, obj) if obj else self.has_add_permission(request)
         if not allowed:
             raise PermissionDenied
         form_class = self.get_form(request, obj, change=obj is not None)
-        form = form_class(request.POST, request.FILES, instance=obj)
+        # get_form makes a subclass of this admin's form, StoredAgentForm
+        form = cast(StoredAgentForm, form_class(request.POST, request.FILES, instance=obj))
         report = form.check_report() if form.is_valid() else None
         admin_form = helpers.AdminForm(
             form,

@@ -199,7 +199,7 @@ class ContinuationAdmin(ReadOnlyAdmin):
         if not form.is_valid():
             for problems in form.errors.values():
                 for problem in problems:
-                    messages.error(request, problem)
+                    messages.error(request, str(problem))
             return HttpResponseRedirect(back)
         try:
             session = continuations.continuation_complete(
@@ -236,6 +236,6 @@ class EventAdmin(ReadOnlyAdmin):
     fields = ("seq", "session_id", "owner", "kind", "payload_json", "created_at")
     readonly_fields = fields
 
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """``?session_id=`` (the session page's link) filters on the plain column."""
         return lookup == "session_id" or super().lookup_allowed(lookup, value, request)

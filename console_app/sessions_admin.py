@@ -108,6 +108,7 @@ class CompleteCallForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         """Parse a JSON result; a text result is taken as it is."""
         data = super().clean()
+        assert data is not None  # noqa: S101 - narrows the type (Form.clean answers cleaned_data)
         text = data.get("result", "")
         if data.get("kind") == "json":
             try:
@@ -153,7 +154,8 @@ class SessionAdmin(ReadOnlyAdmin):
         ),
         ("Continuations and events", {"classes": ("collapse",), "fields": ("continuation_list", "recent_events")}),
     )
-    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+    # every field of these fieldsets stands alone (the stubs' type allows groups of fields too)
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"] if isinstance(name, str))
 
     def can_complete(self, request: HttpRequest) -> bool:
         """Whether the operator may answer pending calls (the answer permission of deferred calls)."""
@@ -247,7 +249,7 @@ class SessionAdmin(ReadOnlyAdmin):
         if not form.is_valid():
             for problems in form.errors.values():
                 for problem in problems:
-                    messages.error(request, problem)
+                    messages.error(request, str(problem))
             return HttpResponseRedirect(page)
         try:
             session = continuations.continuation_complete(

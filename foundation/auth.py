@@ -21,10 +21,13 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
 
 #: Session tokens are ``st_`` followed by the hex of 32 random bytes (docs/api.md §10.5).
 SESSION_TOKEN_PREFIX = "st_"  # noqa: S105 - a name or a code, not a credential
@@ -61,6 +64,15 @@ class Principal:
 
 #: The caller when authentication is off: full access, no owner (docs/api.md §10.1).
 ANONYMOUS = Principal(kind="anonymous")
+
+
+def caller(request: Request) -> Principal:
+    """The caller of an API request: the Principal that ``foundation.permissions.BearerAuthentication``
+    puts on ``request.user`` of every API view (docs/api.md §10.1).
+
+    DRF's stubs type ``request.user`` as Django's user model, which this API never authenticates.
+    """
+    return cast(Principal, request.user)
 
 
 @dataclass(frozen=True)

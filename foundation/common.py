@@ -28,6 +28,10 @@ class TextJSONField(models.TextField):
     """A JSON value stored as text (see :func:`dump_json_text`): PostgreSQL's jsonb refuses NUL
     and reorders keys, and session files must come back as they were written."""
 
+    # the types django-stubs' plugin gives the attribute: any JSON value, not TextField's str
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
+
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
         return None if value is None else json.loads(value)
 
@@ -49,7 +53,8 @@ class Rfc3339Field(serializers.DateTimeField):
     """A timestamp as RFC 3339 UTC with a ``Z`` and microseconds (:func:`rfc3339`), as every answer
     writes them; a text already in that form is kept."""
 
-    def to_representation(self, value: Any) -> str | None:
+    # DRF's own DateTimeField.to_representation answers None for an empty value; its stubs say str
+    def to_representation(self, value: Any) -> str | None:  # type: ignore[override]  # see above
         return value if isinstance(value, str) else rfc3339(value)
 
 

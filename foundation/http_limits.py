@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from twisted.internet.protocol import connectionDone
+from twisted.python.failure import Failure
 from twisted.web.http import HTTPChannel
 
 from foundation.errors import ApiError, BadRequest, HeadersTooLarge, RequestTimeout, UriTooLong
@@ -106,10 +108,10 @@ class LimitedChannel(HTTPChannel):
     def requestDone(self, request: Any) -> None:
         """The answer is sent: a kept-alive connection has ``head_timeout`` for its next request."""
         super().requestDone(request)
-        if not self._handlingRequest and self.transport is not None and self.transport.connected:
+        if not self._handlingRequest and getattr(self.transport, "connected", False):
             self._start_head_timer()
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         """The connection is gone: nothing is timed any more."""
         self._stop_head_timer()
         self._stop_body_timer()
@@ -131,7 +133,8 @@ class LimitedChannel(HTTPChannel):
         """Answer ``error`` and close the connection: no request of it reaches the application."""
         self._stop_head_timer()
         self._stop_body_timer()
-        self.transport.write(error_bytes(error))
+        if self.transport is not None:
+            self.transport.write(error_bytes(error))
         # the connection is closing: Twisted reads no further line of it
         self.loseConnection()
 

@@ -29,7 +29,7 @@ class IsolationSpec:
         kind, separator, target = value.partition(":")
         if kind not in ("docker", "process") or not separator or not target:
             raise ValueError(f"--isolate-tools takes docker:IMAGE or process:PATH, not {value!r}")
-        return cls(kind, target)  # type: ignore[arg-type]
+        return cls("docker" if kind == "docker" else "process", target)
 
     def argv(self) -> list[str]:
         """The worker's command line."""

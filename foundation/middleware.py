@@ -21,13 +21,13 @@ from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.exceptions import SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
 
 from foundation.errors import BadRequest, PayloadTooLarge, json_error
 
-access_log = logging.getLogger("agentsite.access")
+access_log = logging.getLogger("foundation.access")
 
 #: The paths of Django's admin and its static files.
 ADMIN_PREFIXES = ("/admin/", "/static/")
@@ -158,7 +158,7 @@ class StaticFiles(ASGIStaticFilesHandler):
     404 ``not_found`` in the error shape (docs/api.md §2), through the project's 404 handler.
     """
 
-    def serve(self, request: HttpRequest) -> HttpResponse:
+    def serve(self, request: HttpRequest) -> HttpResponse | FileResponse:
         """The file, or :class:`~django.http.Http404` for a path outside the static folders."""
         try:
             return super().serve(request)

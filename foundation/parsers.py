@@ -9,6 +9,7 @@ classes while it builds its own view classes.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import IO, Any
 
 from django.conf import settings
@@ -60,6 +61,6 @@ class AnyContentJSONParser(BaseParser):
 class AnyContentNegotiation(DefaultContentNegotiation):
     """Every body goes to the first parser (the JSON one), whatever its ``Content-Type``."""
 
-    def select_parser(self, request: Request, parsers: list[BaseParser]) -> BaseParser | None:
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
         """The first parser of the view."""
-        return parsers[0] if parsers else None
+        return next(iter(parsers), None)

@@ -25,7 +25,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from foundation.access import can_see, principal_for
-from foundation.auth import Principal
+from foundation.auth import Principal, caller
 from foundation.errors import Forbidden, ForbiddenParams, UnknownSession
 
 
@@ -63,7 +63,7 @@ class SessionTokenScope(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         """Raises Forbidden or ForbiddenParams; ``True`` otherwise."""
-        principal: Principal = request.user
+        principal = caller(request)
         if not principal.is_session_token:
             return True
         if view.action not in getattr(view, "session_token_actions", ()):
@@ -95,7 +95,7 @@ class SessionVisible(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         """Raises UnknownSession; ``True`` otherwise."""
-        principal: Principal = request.user
+        principal = caller(request)
         if principal.kind == "anonymous" or principal.is_session_token or view.action is None:
             return True
         written = _session_in_path(view)
@@ -118,7 +118,7 @@ class AdminOwner(BasePermission):
         """Raises Forbidden; ``True`` otherwise."""
         if view.action not in getattr(view, "admin_actions", ()):
             return True
-        principal: Principal = request.user
+        principal = caller(request)
         if not principal.admin or principal.owner is None:
             raise Forbidden("storing and deleting agents is for admin owners (--admin-owners)")
         return True

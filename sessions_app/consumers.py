@@ -39,13 +39,13 @@ class EventsConsumer(AsyncWebsocketConsumer):
         """
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
-            after = streams.parse_after((query.get("after") or [None])[0])
+            after = streams.parse_after(next(iter(query.get("after") or []), None))
         except ValueError:
             await self.close()
             return
         session_id = self.scope["url_route"]["kwargs"].get("session_id")
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in self.scope["headers"]}
-        token = (query.get("access_token") or [None])[0]
+        token = next(iter(query.get("access_token") or []), None)
         try:
             principal = await streams.in_db_thread(lambda: identify(headers.get("authorization"), token, session_id))
         except ApiError:
@@ -54,7 +54,7 @@ class EventsConsumer(AsyncWebsocketConsumer):
         snapshot = None
         if session_id is None:
             try:
-                scope = events_scope(principal, (query.get("scope") or [None])[0])
+                scope = events_scope(principal, next(iter(query.get("scope") or []), None))
             except ApiError:
                 await self.close()
                 return
@@ -65,6 +65,7 @@ class EventsConsumer(AsyncWebsocketConsumer):
             if not visible:
                 await self.close()
                 return
+            assert sid is not None  # noqa: S101 - narrows the type (a visible session has an id)
             scope = Scope(session_id=str(sid))
 
             def snapshot() -> dict:

@@ -158,7 +158,7 @@ def deferred_call_task(app: Any, **task_options: Any) -> Callable[[Callable[[Def
     def register(handler: Callable[[DeferredCall], Any]) -> Any:
         @app.task(name=DEFERRED_CALL_TASK, **task_options)
         def deferred_call(**payload: Any) -> None:
-            fields = {name: payload.get(name) for name in DeferredCall.__dataclass_fields__}
+            fields: dict[str, Any] = {name: payload.get(name) for name in DeferredCall.__dataclass_fields__}
             call = DeferredCall(**fields)
             try:
                 result = handler(call)

@@ -53,8 +53,18 @@ def _send(name: str, args: list[str], *, background_call: bool = False) -> None:
         current_app.signature(name, args=args).apply_async()
 
 
-def enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID) -> None:
-    """Send run ``run_id`` of ``session_id`` to a worker once the current transaction commits."""
+def enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID | None) -> None:
+    """Send run ``run_id`` of ``session_id`` to a worker once the current transaction commits.
+
+    ``run_id`` is the session's ``run_id`` column, which the status change to running that the
+    caller just made has set (docs/sessions.md §4.1).
+
+    Raises:
+        ValueError: ``run_id`` is ``None``: no run was started, and a worker would look for one
+            called ``"None"``.
+    """
+    if run_id is None:
+        raise ValueError(f"session {session_id} has no run to send")
     args = [str(session_id), str(run_id)]
     transaction.on_commit(lambda: send_run(*args))
 

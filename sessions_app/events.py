@@ -12,10 +12,10 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from foundation.common import once_per_transaction
@@ -109,19 +109,22 @@ _INSERT = (
 
 
 def _db_value(name: str, value: Any) -> Any:
-    return Event._meta.get_field(name).get_db_prep_value(value, connection, prepared=False)
+    field = Event._meta.get_field(name)
+    assert isinstance(field, models.Field)  # noqa: S101 - narrows the type (an Event column, not a relation)
+    return field.get_db_prep_value(value, connection, prepared=False)
 
 
 def emit_session_created(session: Session) -> Event:
     """``session.created``: the SessionMetaView of a new session."""
-    return emit(EventKind.SESSION_CREATED, session.pk, session.owner, SessionMeta(**meta_view(session)))
+    # meta_view renders SessionMetaSerializer, whose fields are SessionMeta's
+    return emit(EventKind.SESSION_CREATED, session.pk, session.owner, cast(SessionMeta, meta_view(session)))
 
 
 def emit_session_updated(session: Session, head: dict[str, Any] | None) -> Event:
     """``session.updated``: the SessionMetaView of the stored version plus its ``head_turn``, its
     large values summarised (docs/api.md §9.6)."""
     shown = bounded_turn(head, settings.AGENTS["EVENT_VALUE_MAX_BYTES"])
-    payload = SessionUpdated(**meta_view(session), head_turn=shown)
+    payload = cast(SessionUpdated, {**meta_view(session), "head_turn": shown})
     return emit(EventKind.SESSION_UPDATED, session.pk, session.owner, payload)
 
 

@@ -23,7 +23,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from foundation.auth import Principal
+from foundation.auth import Principal, caller
 from foundation.errors import InvalidIdempotencyKey
 from sessions_app.services import idempotency
 
@@ -139,7 +139,7 @@ def idempotent(action: Callable[..., Response]) -> Callable[..., Response]:
         if raw is None:
             return action(view, request, *args, **kwargs)
         key = parse_key(raw)
-        outcome = idempotency.begin(scope=key_scope(request.user), key=key, fingerprint=fingerprint(request))
+        outcome = idempotency.begin(scope=key_scope(caller(request)), key=key, fingerprint=fingerprint(request))
         if isinstance(outcome, idempotency.Answer):
             return _replay(outcome)
         setattr(request, _CLAIM_ATTRIBUTE, outcome)

@@ -187,7 +187,7 @@ def sender_kind(sender: dict[str, Any], session: Session) -> str:
         other = sender.get("sessionId")
         if session.parent_id is not None and str(session.parent_id) == other:
             return "parent"
-        if Session.objects.filter(pk=other, parent_id=session.pk).exists():
+        if other is not None and Session.objects.filter(pk=other, parent_id=session.pk).exists():
             return "child"
         return "peer"
     return "peer"

@@ -107,6 +107,9 @@ class Session(models.Model):
     # the session document without its turns (they are Turn rows), its keys in their order
     header_json = models.TextField()
     turn_count = models.IntegerField(default=0)
+    # not a column: the session token a create request made, set on the instance its answer
+    # renders (shown that once, docs/api.md §10.5); absent on every other instance
+    session_token: str
 
     class Meta:
         indexes = [

@@ -43,7 +43,7 @@ WAIT_POLL_SECONDS = 0.25
 #: How far up and down the session tree introspection walks.
 MAX_TREE_DEPTH = 64
 
-_CALL_STATES = {
+_CALL_STATES: dict[str, str] = {
     BackgroundCall.State.COMPLETED: "completed",
     BackgroundCall.State.FAILED: "failed",
     BackgroundCall.State.CANCELLED: "cancelled",
@@ -106,6 +106,7 @@ class DbSessionsPort:
 
     def _info(self, row: Session, ancestors: set[str], descendants: set[str]) -> SessionInfo:
         key = str(row.pk)
+        relation: Literal["self", "parent", "child", "other"]
         relation = "self" if key == self.session_id else "parent" if key in ancestors else "other"
         if key in descendants:
             relation = "child"

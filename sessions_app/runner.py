@@ -412,8 +412,8 @@ def _wait_background(session: Session, document: SessionDocument, agent: Any, si
                 now = timezone.now()
                 leaving = [
                     tc_id for tc_id in still
-                    if attach[tc_id] is not None and tc_id in rows
-                    and (now - rows[tc_id].created_at).total_seconds() >= attach[tc_id]
+                    if (seconds := attach[tc_id]) is not None and tc_id in rows
+                    and (now - rows[tc_id].created_at).total_seconds() >= seconds
                 ]
                 reason = f"still running after {attach[leaving[0]]:g}s" if leaving else ""
             if leaving:

@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
+from redis.typing import EncodableT, FieldT
 
 log = logging.getLogger("sessions.secrets")
 
@@ -201,7 +202,8 @@ class RedisStore:
         self._client.expire(name, int(_ttl()))
         fields = {}
         for field, sealed in raw.items():
-            field = field.decode()
+            # bytes: the client does not decode answers (redis' types allow both)
+            field = field.decode() if isinstance(field, bytes) else field
             try:
                 data = base64.b64decode(sealed)
                 plain = key.decrypt(data[:12], data[12:], f"{session_id}:{field}".encode())
@@ -217,7 +219,7 @@ class RedisStore:
         key_id, key = found
         name = HELD_KEY.format(key_id=key_id, session_id=session_id)
         removed = [field for field, value in updates.items() if value is None]
-        sealed = {}
+        sealed: dict[FieldT, EncodableT] = {}
         for field, value in updates.items():
             if value is not None:
                 nonce = os.urandom(12)

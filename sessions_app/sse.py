@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 from foundation.access import principal_for
 from foundation.auth import Principal
@@ -62,7 +63,7 @@ async def _caller(request: HttpRequest, session_id: str | None) -> Principal:
     return principal
 
 
-async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
+async def session_events(request: HttpRequest, session_id: str) -> HttpResponseBase:
     """One session's events: a snapshot first on a fresh connection, then every change."""
     try:
         principal = await _caller(request, session_id)
@@ -107,7 +108,7 @@ def events_scope(principal: Principal, requested: str | None) -> Scope:
     return Scope(owner=principal.owner, everyone=False)
 
 
-async def all_events(request: HttpRequest) -> HttpResponse:
+async def all_events(request: HttpRequest) -> HttpResponseBase:
     """Every session's events the caller may see (``scope=owner|all``)."""
     try:
         scope = events_scope(await _caller(request, None), request.GET.get("scope"))

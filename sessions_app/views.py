@@ -28,7 +28,7 @@ from foundation.api import (
     require_name,
     wait_params,
 )
-from foundation.auth import new_session_token
+from foundation.auth import caller, new_session_token
 from foundation.common import render
 from foundation.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
@@ -119,8 +119,12 @@ def session_answer(
 
     if wait and defers_wait(request):
         response = render_answer(session, True)
-        response.deferred_wait = DeferredWait(
-            finish=lambda: render_answer(selectors.wait_for_run(session.pk, timeout), True), seconds=timeout
+        setattr(  # noqa: B010 - DRF's Response declares no such attribute; idempotent.py reads it back
+            response,
+            "deferred_wait",
+            DeferredWait(
+                finish=lambda: render_answer(selectors.wait_for_run(session.pk, timeout), True), seconds=timeout
+            ),
         )
         return response
     if wait:
@@ -148,10 +152,9 @@ class SessionViewSet(ApiViewSet):
     )
     def list(self, request: Request) -> Response:
         """List sessions, newest first: the caller's top-level sessions, or a parent's children."""
-        query = SessionListQuerySerializer(
-            data=request.query_params, context={"visible": functools.partial(selectors.require_visible, request.user)}
-        )
-        rows, next_before = selectors.session_list(**query.filters(), owner=request.user.owner)
+        visible = functools.partial(selectors.require_visible, caller(request))
+        query = SessionListQuerySerializer(data=request.query_params, context={"visible": visible})
+        rows, next_before = selectors.session_list(**query.filters(), owner=caller(request).owner)
         return Response(render(SessionListSerializer, {"sessions": rows, "next_before": next_before}))
 
     @extend_schema(
@@ -164,7 +167,7 @@ class SessionViewSet(ApiViewSet):
     def create(self, request: Request) -> Response:
         """Create a session, and run it unless ``run`` is ``none`` or there is no prompt."""
         data = validated(SessionCreateSerializer, json_object_body(request))
-        principal = request.user
+        principal = caller(request)
         if (data.get("seal") or data.get("session_token")) and principal.kind == "anonymous":
             raise BadRequest("seal and session_token need authentication, which this server does not have enabled")
         session_token, token_digest = new_session_token() if data.get("session_token") else (None, None)
@@ -208,7 +211,7 @@ class SessionViewSet(ApiViewSet):
         data = validated(SessionImportSerializer, json_object_body(request))
         wait_for = wait_params(request)
         session = sessions.session_import(
-            document=data["session"], agent_slug=data["agent"], owner=request.user.owner, require_agent=True
+            document=data["session"], agent_slug=data["agent"], owner=caller(request).owner, require_agent=True
         )
         return session_answer(request, session, wait_for, created=True)
 
@@ -266,7 +269,7 @@ class SessionViewSet(ApiViewSet):
             media=doc.media_from_api(data.get("media") or []),
             run=data["run"],
             interrupt=data["interrupt"],
-            owner=request.user.owner,
+            owner=caller(request).owner,
             params=data.get("params"),
         )
         return session_answer(request, session, wait_for)
@@ -289,7 +292,7 @@ class SessionViewSet(ApiViewSet):
         data = validated(ResumeSerializer, json_object_body(request))
         wait_for = wait_params(request)
         session = sessions.session_resume(
-            session_id=sid, mode=data["mode"], owner=request.user.owner, params=data.get("params")
+            session_id=sid, mode=data["mode"], owner=caller(request).owner, params=data.get("params")
         )
         return session_answer(request, session, wait_for)
 
@@ -333,7 +336,7 @@ class SessionViewSet(ApiViewSet):
             session_id=sid,
             body=body,
             priority=data["priority"],
-            sender={"tag": "user", "owner": request.user.owner},
+            sender={"tag": "user", "owner": caller(request).owner},
             mail_id=data.get("id"),
         )
         return Response(render(ReceiptSerializer, receipt), status=202)
@@ -367,7 +370,7 @@ class SessionViewSet(ApiViewSet):
         """Pause: the run stops at its next step and the session is stored ``paused``."""
         sid = _found(session_id).pk
         wait_for = wait_params(request)
-        return session_answer(request, sessions.session_pause(session_id=sid, owner=request.user.owner), wait_for)
+        return session_answer(request, sessions.session_pause(session_id=sid, owner=caller(request).owner), wait_for)
 
     @extend_schema(
         operation_id="cancelRun",
@@ -379,7 +382,7 @@ class SessionViewSet(ApiViewSet):
     def cancel(self, request: Request, session_id: str) -> Response:
         """Stop the active run and its background calls; answers once the run has stopped."""
         sid = _found(session_id).pk
-        sessions.session_cancel(session_id=sid, owner=request.user.owner)
+        sessions.session_cancel(session_id=sid, owner=caller(request).owner)
         return Response(render(SessionMetaSerializer, selectors.wait_for_run(sid, CANCEL_WAIT_SECONDS)))
 
     @extend_schema(
@@ -393,7 +396,7 @@ class SessionViewSet(ApiViewSet):
         """Cancel every attached tool call, without stopping the run."""
         sid = _found(session_id).pk
         wait_for = wait_params(request)
-        cancelled = sessions.session_cancel_attached(session_id=sid, owner=request.user.owner)
+        cancelled = sessions.session_cancel_attached(session_id=sid, owner=caller(request).owner)
         return session_answer(request, cancelled, wait_for)
 
     @extend_schema(
@@ -450,13 +453,13 @@ class ContinuationViewSet(ApiViewSet):
             raise BadRequest("result: This field is required.")
         data = validated(ContinuationSerializer, body)
         wait_for = wait_params(request)
-        selectors.require_visible_token(request.user, parsed)
+        selectors.require_visible_token(caller(request), parsed)
         session = continuations.continuation_complete(
             token=parsed,
             result=body["result"],
             resume=data["resume"],
             params=data.get("params"),
-            caller=request.user.owner,
+            caller=caller(request).owner,
         )
         return session_answer(request, session, wait_for)
 

@@ -90,8 +90,8 @@ class BoundTool(Tool):
         if isinstance(inner, BoundTool):
             bindings = [*inner.bindings, *bindings]
             inner = inner.inner
-        self.inner = inner
-        self.bindings = tuple(bindings)
+        self.inner: Tool = inner
+        self.bindings: tuple[ArgBinding, ...] = tuple(bindings)
         self.name = inner.name
         self.description = inner.description
         self.gate = inner.gate

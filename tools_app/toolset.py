@@ -41,7 +41,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from agentfiles.parameters import ParamValue
 from agentfiles.schema import ActivationError, AgentSpec, parse_activation
@@ -80,7 +80,7 @@ class _AgentLike(Protocol):
 class LiveToolbox(Protocol):
     """A toolbox whose tools can change while the agent is loaded (an MCP server)."""
 
-    def snapshot(self) -> tuple[Hashable, list[Tool]]:
+    def snapshot(self) -> tuple[Hashable, Sequence[Tool]]:
         """``(revision, tools)``: the current tools, and a value that changes when they do."""
         ...
 
@@ -303,8 +303,8 @@ def build_toolset(
     if spec.toolDirectory:
         directory = agent.resolve(spec.toolDirectory)
         if directory.is_dir():
-            tools, found_warnings = load_bash_directory(directory)
-            loaded.extend(("toolDirectory", tool) for tool in tools)
+            found_tools, found_warnings = load_bash_directory(directory)
+            loaded.extend(("toolDirectory", tool) for tool in found_tools)
             warnings.extend(f"toolDirectory: {w}" for w in found_warnings)
         else:
             warnings.append(f"toolDirectory: {directory}: directory not found; no tools loaded from it")
@@ -320,34 +320,34 @@ def build_toolset(
         path = agent.resolve(contents["Path"])
         try:
             if box.tag == "FileSystemDirectory":
-                tools, found_warnings = load_bash_directory(path, contents.get("BasenameFilter"))
+                box_tools, found_warnings = load_bash_directory(path, contents.get("BasenameFilter"))
                 warnings.extend(f"{where}: {w}" for w in found_warnings)
             else:
-                tools = [load_single_tool(path)]
+                box_tools = [load_single_tool(path)]
         except BashToolLoadError as exc:
             problems.append(f"{where}: {exc}")
             continue
         except DescribeError as exc:
             warnings.append(f"{where}: {path}: {exc}")
             continue
-        for tool in tools:
-            tool.gate = gate
-        loaded.extend((where, tool) for tool in tools)
+        for bash_tool in box_tools:
+            bash_tool.gate = gate
+        loaded.extend((where, tool) for tool in box_tools)
 
     # The same script reached twice (e.g. a SingleTool inside the toolDirectory) is still two
     # tools with one name: an error, since the LLM could not tell them apart.
     first_seen: dict[str, tuple[str, BashTool]] = {}
     unique: list[BashTool] = []
-    for where, tool in loaded:
-        previous = first_seen.get(tool.original_name)
+    for where, bash_tool in loaded:
+        previous = first_seen.get(bash_tool.original_name)
         if previous is not None:
             problems.append(
-                f"{where}: duplicate tool name {tool.original_name}: {tool.path} "
+                f"{where}: duplicate tool name {bash_tool.original_name}: {bash_tool.path} "
                 f"(already provided by {previous[1].path} from {previous[0]})"
             )
             continue
-        first_seen[tool.original_name] = (where, tool)
-        unique.append(tool)
+        first_seen[bash_tool.original_name] = (where, bash_tool)
+        unique.append(bash_tool)
 
     builtin, builtin_warnings, builtin_problems = build_builtin_tools(agent)
     warnings.extend(builtin_warnings)
@@ -410,8 +410,9 @@ def _bind(
         if not entries:
             continue
         positions = [i for i, tool in enumerate(tools) if origins.get(id(tool)) == where]
+        # a bash toolbox's tools are BashTools: origins names no other tool after a toolbox
         bound = bind_tools(
-            [tools[i] for i in positions], entries, decls, name_of=lambda tool: tool.slug, report=report
+            [tools[i] for i in positions], entries, decls, name_of=lambda tool: cast(BashTool, tool).slug, report=report
         )
         for position, tool in zip(positions, bound, strict=True):
             tools[position] = tool

@@ -66,7 +66,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             problems.append(f"{tree.root.path}: duplicate root agent slug {slug!r} (also in {roots[slug]})")
             continue
         roots[slug] = str(tree.root.path)
-        if args.show_config:
+        if args.show_config and tree.root.path is not None:
             print(json.dumps(json.loads(Path(tree.root.path).read_text(encoding="utf-8-sig")), indent=2))
         for warning in tree.warnings:
             print(f"warning: {warning}", file=sys.stderr)

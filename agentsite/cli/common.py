@@ -281,7 +281,7 @@ def parameter_problems(registry: Any) -> list[str]:
     process (a required process-scope parameter without value; a secret that is not a string)."""
     from agentfiles.parameters import AgentParameters, process_values, undeclared_process_names
 
-    agents = {}
+    agents: dict[str, Any] = {}
     for root in registry.roots():
         tree = registry.tree(root.spec.slug)
         for slug, agent in (tree.agents.items() if tree is not None else []):

@@ -191,7 +191,7 @@ def cmd_paths(args: argparse.Namespace) -> int:
     files = [str(p) for p in (agent_files(args) if args.agent_file else discovered_agent_files(config))]
     keys = keys_file(args) or str(config.config_dir / SECRET_KEYS_NAME)
     database = database_url() if not args.db else args.db
-    report = {
+    report: dict[str, Any] = {
         "configuration": {
             "configFile": str(config.path) if config.path else None,
             "configDirectory": str(config.config_dir),

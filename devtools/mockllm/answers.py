@@ -45,7 +45,7 @@ class Answer:
     def __init__(
         self, reply: dict[str, Any], body: dict[str, Any], next_call_id: Iterator[int], completion_number: int
     ) -> None:
-        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
         last_text = message_text(messages[-1]) if messages else ""
         self.tool_calls: list[dict[str, Any]] = []
         for call in reply.get("tool_calls", []):

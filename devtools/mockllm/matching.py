@@ -44,7 +44,7 @@ def _offered_tool_names(body: dict[str, Any]) -> set[str]:
 
 def matches(when: dict[str, Any], body: dict[str, Any]) -> bool:
     """Whether a rule's ``when`` (already validated) holds for a request body; every condition must."""
-    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
     last = messages[-1] if messages else {}
     last_role = last.get("role") if isinstance(last, dict) else None
     if "last_role" in when and last_role != when["last_role"]:

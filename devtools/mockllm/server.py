@@ -51,7 +51,8 @@ class MockLlmServer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._httpd = _HttpServer((host, port), _Handler, self)
-        bound_host, bound_port = self._httpd.server_address[:2]
+        # the socket's own name: server_address is typed for every address family, not AF_INET's pair
+        bound_host, bound_port = self._httpd.socket.getsockname()[:2]
         # A wildcard address is not something a client can connect to; name the loopback instead.
         shown_host = "127.0.0.1" if bound_host in ("0.0.0.0", "") else bound_host  # noqa: S104 - recognises the wildcard addresses; binds nothing
         self.host = shown_host

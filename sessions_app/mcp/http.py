@@ -42,7 +42,7 @@ from rest_framework.request import Request
 
 from agents_app.registry import get_registry
 from foundation.api import ApiViewSet, error_responses
-from foundation.auth import Principal
+from foundation.auth import Principal, caller
 from sessions_app.mcp.asks import AskOutcome, ask_agent
 from sessions_app.mcp.protocol import LATEST_VERSION, PROTOCOL_VERSIONS, AgentTool, build_server
 
@@ -186,7 +186,7 @@ class McpViewSet(ApiViewSet):
         if not batch and isinstance(messages[0], dict):
             return _error_reply(types.PARSE_ERROR, "Parse error: not a JSON-RPC message", 400)
         version = request.headers.get(VERSION_HEADER)
-        state = CallerState(request.user, header_params(request.headers))
+        state = CallerState(caller(request), header_params(request.headers))
         replies = anyio.run(_serve, messages, state, version if version in PROTOCOL_VERSIONS else LATEST_VERSION)
         answered = [reply for reply in replies if reply is not None]
         if not answered:

@@ -97,7 +97,7 @@ def begin(*, scope: str, key: str, fingerprint: str) -> Claim | Answer:
         mark = uuid.uuid4()
         try:
             with transaction.atomic():
-                row = IdempotencyKey.objects.create(
+                created = IdempotencyKey.objects.create(
                     scope=scope,
                     key_sha256=digest,
                     fingerprint=fingerprint,
@@ -106,7 +106,7 @@ def begin(*, scope: str, key: str, fingerprint: str) -> Claim | Answer:
                     created_at=now,
                     expires_at=now + _ttl(),
                 )
-            return Claim(row_id=row.pk, claim=mark, key=key, scope=scope)
+            return Claim(row_id=created.pk, claim=mark, key=key, scope=scope)
         except IntegrityError:
             pass
         row = IdempotencyKey.objects.filter(scope=scope, key_sha256=digest).first()

@@ -58,7 +58,7 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 continue
             if not all_claimed and session.run_lease_until is not None and session.run_lease_until >= now:
                 continue
-            released = {
+            released: dict[str, Any] = {
                 "run_id": None,
                 "run_mode": None,
                 "run_owner": None,
@@ -67,6 +67,9 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
             }
             values.drop_run_on_commit(session.pk, session.run_id)
             stop = None
+            status: str
+            detail: str | None
+            document: dict[str, Any] | None
             try:
                 document = session.document
             except UnreadableSession as error:

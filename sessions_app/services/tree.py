@@ -197,13 +197,13 @@ def deliver_to_parent(child_id: uuid.UUID, *, cancelled: bool = False) -> None:
     if not waiting:
         return
     if cancelled:
-        result = f"Error: the helper agent {child.agent_slug} was cancelled"
+        result: Any = f"Error: the helper agent {child.agent_slug} was cancelled"
         failed = SubcallFailed(child_session_id=str(child.pk), message="cancelled")
         events.emit(EventKind.SUBCALL_FAILED, parent.pk, parent.owner, failed)
     elif child.status == Session.Status.IDLE:
         child_head = doc.head(child.document)
         answer = doc.response_text(child_head["contents"]) if child_head and child_head["tag"] == "LlmTurn" else ""
-        result: Any = answer
+        result = answer
         shown = bounded(answer, settings.AGENTS["EVENT_VALUE_MAX_BYTES"])
         completed = SubcallCompleted(child_session_id=str(child.pk), result=shown)
         events.emit(EventKind.SUBCALL_COMPLETED, parent.pk, parent.owner, completed)
@@ -229,7 +229,9 @@ def cancel_helpers(session: Session) -> Session:
     session's row locked.
     """
     document = session.document
-    head = doc.current_partial(doc.head(document))
+    newest = doc.head(document)
+    assert newest is not None  # noqa: S101 - narrows the type (a session with open helper calls has turns)
+    head = doc.current_partial(newest)
     tokens = []
     for tc in doc.tracked_calls(head):
         if tc["tcState"] == "Deferred" and tc.get("tcChild"):

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import IO, Protocol, cast
 
 #: Seconds between SIGTERM and SIGKILL to the process group (as agents-exe waits).
 KILL_GRACE = 0.1
@@ -193,12 +193,12 @@ def run_process(
                     pending = pending[written:]
                     if not pending:
                         sel.unregister(stream)
-                        stream.close()  # type: ignore[union-attr]
+                        stream.close()
                     continue
                 data = os.read(key.fd, _READ_BYTES)
                 if not data:
                     sel.unregister(stream)
-                    stream.close()  # type: ignore[union-attr]
+                    cast(IO[bytes], stream).close()  # the selector holds the child's pipes, never bare fds
                 elif stream is proc.stdout:
                     stdout_bytes += len(data)
                     room = max_stdout - len(stdout)
@@ -263,7 +263,7 @@ def run_process(
     finally:
         for key in list(sel.get_map().values()):
             sel.unregister(key.fileobj)
-            key.fileobj.close()  # type: ignore[union-attr]
+            cast(IO[bytes], key.fileobj).close()
         sel.close()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None and not stream.closed:

@@ -19,7 +19,7 @@ error result naming the code, so the model can tell them apart.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ..base import ToolContext
 from ..ports import SendRefused, ToolCallNotFound
@@ -107,7 +107,7 @@ def run(capability: str, arguments: dict[str, Any], ctx: ToolContext) -> dict[st
 def _wait(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     assert ctx.sessions is not None  # noqa: S101 - narrows the type (never checks input)
     wanted = arguments.get("for", DEFAULT_WAIT_FOR)
-    calls: list[str] | Any
+    calls: list[str] | Literal["any-call"] | None
     if wanted == "mail":
         calls = None
     elif wanted == "any-call":

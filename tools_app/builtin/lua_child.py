@@ -314,8 +314,8 @@ class Child:
 
     def local(self, name: str, args: list[Any]) -> Any:
         """The library functions that need no host: ``json.encode`` and ``time``."""
-        first = args[0] if args else None
-        second = args[1] if len(args) > 1 else None
+        first: Any = args[0] if args else None
+        second: Any = args[1] if len(args) > 1 else None
         if name == "json_encode":
             return dumps(first)
         if name == "time_now":

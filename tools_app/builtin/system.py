@@ -302,6 +302,7 @@ def _operating_system() -> dict[str, Any]:
 
 def _running_user() -> dict[str, Any]:
     uid, gid = os.getuid(), os.getgid()
+    shell: str | None
     try:
         entry = pwd.getpwuid(uid)
         name, home, shell = entry.pw_name, entry.pw_dir, entry.pw_shell

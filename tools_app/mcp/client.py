@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from foundation.redaction import redact_urls
@@ -54,7 +55,8 @@ CANCEL_GRACE_SECONDS = 3.0
 #: What the SDK's HTTP transport (and its server) say when a server no longer knows a session.
 _SESSION_LOST = ("Session not found", "Session terminated")
 
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+#: awaited as ``(progress, total, message)`` with each progress notification of a call
+ProgressCallback = ProgressFnT
 
 
 class McpStartError(Exception):
@@ -113,7 +115,7 @@ class McpConnection:
         self._probe: anyio.Event | None = None
         # the probes, and the runners of retired sessions still stopping their server: stop()
         # waits for them, and holding them keeps them from being collected
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
 
     @property
     def alive(self) -> bool:

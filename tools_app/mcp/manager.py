@@ -158,8 +158,8 @@ class McpManager:
         callback: ProgressCallback | None = None
         if on_progress is not None:
 
-            async def callback(value: float, total: float | None, message: str | None) -> None:
-                reports.put((value, total, message))
+            async def callback(progress: float, total: float | None, message: str | None) -> None:
+                reports.put((progress, total, message))
 
         return self.run(
             connection.call(tool, arguments, callback, start_timeout),
