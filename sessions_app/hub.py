@@ -35,7 +35,9 @@ from typing import Any
 
 import redis
 from channels.layers import get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.transaction import on_commit as transaction_on_commit
 
@@ -247,7 +249,7 @@ class _Publisher(threading.Thread):
 
     def run(self) -> None:
         client = redis.Redis.from_url(settings.REDIS_URL, socket_keepalive=True)
-        layer = get_channel_layer()
+        layer = _redis_layer()
         while True:
             changes: dict[str, Change] = {}
             batch = self.pending.get()
@@ -390,8 +392,21 @@ def _listen() -> None:
             time.sleep(1)
 
 
-async def _relay() -> None:
+def _redis_layer() -> RedisPubSubChannelLayer:
+    """The Redis pub/sub layer the settings configure whenever ``REDIS_URL`` is set (docs/api.md
+    §9.8); the announcer and the listener run only then.
+
+    Raises:
+        ImproperlyConfigured: ``CHANNEL_LAYERS`` names another backend.
+    """
     layer = get_channel_layer()
+    if not isinstance(layer, RedisPubSubChannelLayer):
+        raise ImproperlyConfigured("with REDIS_URL set, CHANNEL_LAYERS must use channels_redis.pubsub")
+    return layer
+
+
+async def _relay() -> None:
+    layer = _redis_layer()
     channel = await layer.new_channel(prefix="agents.server.")
     await layer.group_add(SERVERS_GROUP, channel)
     beats = {"sent": 0, "heard": 0}

@@ -333,8 +333,8 @@ def _store_step(session: Session, result: StepResult, *, mode: Session.RunMode) 
             child_create(session, child, calls.get(str(child.session_id), {}))
         if result.continuations:
             tokens = {c.token for c in result.continuations}
-            calls = [c for c in result.document.pending_calls() if c["continuation_token"] in tokens]
-            events.emit(EventKind.CALLS_DEFERRED, session.pk, session.owner, CallsDeferred(calls=calls))
+            deferred = [c for c in result.document.pending_calls() if c["continuation_token"] in tokens]
+            events.emit(EventKind.CALLS_DEFERRED, session.pk, session.owner, CallsDeferred(calls=deferred))
         for row in rows:
             enqueue_background_call(row.pk)
     if final is not None:

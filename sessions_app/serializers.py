@@ -151,7 +151,7 @@ class SessionListQuerySerializer(serializers.Serializer):
 
     agent = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     status = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    parent = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    parent = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)  # type: ignore[assignment]  # a declared field, not Field.parent: DRF's metaclass moves it off the class
     limit = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     before = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
 
@@ -219,7 +219,7 @@ class SessionCreateSerializer(serializers.Serializer):
     message = MessageAliasSerializer(required=False)
     media = MediaSerializer(many=True, required=False)
     run = serializers.ChoiceField(choices=RUN_CHOICES, default=Session.RunMode.UNTIL_BLOCKED)
-    parent = StrictCharField(required=False, allow_null=True)
+    parent = StrictCharField(required=False, allow_null=True)  # type: ignore[assignment]  # a declared field, not Field.parent: DRF's metaclass moves it off the class
     seal = StrictBooleanField(required=False)
     session_token = StrictBooleanField(required=False)
     params = ParamsInputField(required=False, allow_null=True)

@@ -90,6 +90,7 @@ def recover_stale_runs(*, all_claimed: bool) -> tuple[list[str], list[str]]:
                 # run (docs/sessions.md §4.8): its client asked for the run that folds it in
                 outcome = _Helper.RESUME
             if outcome == _Helper.RESUME:
+                assert document is not None  # noqa: S101 - narrows the type (only a session read as ready resumes)
                 session = store(session, document, **{**released, **run_fields(Session.RunMode.UNTIL_BLOCKED)})
                 enqueue_run(session.pk, session.run_id)
                 status = Session.Status.RUNNING
