@@ -272,10 +272,18 @@ class SessionViewSerializer(SessionMetaSerializer):
         return secret_names(session.pk)
 
 
+class SessionListRowSerializer(SessionMetaSerializer):
+    """A row of ``GET /v1/sessions``: the SessionMetaView and ``title``, the first words of the
+    conversation (``null`` before anything was said; docs/api.md §7.2), which the list's view
+    sets on each row from ``selectors.session_titles``."""
+
+    title = serializers.CharField(allow_null=True)
+
+
 class SessionListSerializer(serializers.Serializer):
     """A page of sessions, newest first; ``next_before`` pages on (``null`` on the last page)."""
 
-    sessions = SessionMetaSerializer(many=True)
+    sessions = SessionListRowSerializer(many=True)
     next_before = Rfc3339Field(allow_null=True)
 
 

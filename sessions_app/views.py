@@ -127,6 +127,7 @@ class SessionViewSet(ApiViewSet):
             OpenApiParameter("parent", OpenApiTypes.UUID, description="list the children of this session"),
             OpenApiParameter("limit", int, description="1..500, default 50"),
             OpenApiParameter("before", OpenApiTypes.DATETIME, description="RFC 3339 updated_at, strictly older"),
+            OpenApiParameter("q", str, description="only sessions whose conversation says this, case-insensitive"),
         ],
         responses={200: SessionListSerializer, **error_responses(400, 404)},
     )
@@ -164,7 +165,10 @@ class SessionViewSet(ApiViewSet):
             limit=limit,
             before=before,
             owner=request.user.owner,
+            search=selectors.search_text(query["q"]) if "q" in query else None,
         )
+        for row, title in zip(rows, selectors.session_titles(rows).values(), strict=True):
+            row.title = title
         return Response(render(SessionListSerializer, {"sessions": rows, "next_before": next_before}))
 
     @extend_schema(
