@@ -61,15 +61,17 @@ def test_a_persons_path_with_the_shell_helper_agent_by_keyboard(
 ) -> None:
     llm = llm_server({"rules": PATH_RULES})
     gates = [tmp_path / f"gate-{n}" for n in range(1, 5)]
-    body = "\n".join(f"echo 'step {n} of 4'; while [ ! -e {gate} ]; do sleep 0.1; done" for n, gate in enumerate(gates, 1))
+    body = "\n".join(f"echo 'step {n} of 4'; while [ ! -e {g} ]; do sleep 0.1; done" for n, g in enumerate(gates, 1))
     write_tool(tmp_path / "tools", "steps", {"slug": "steps", "description": "works in steps", "args": []}, body)
     write_tool(tmp_path / "tools", "ask_human", ASK_HUMAN, "exit 1")
     write_agent(tmp_path, "helper", llm.url)
     agent = write_agent(
         tmp_path, "shell-helper", llm.url, toolDirectory="tools",
         extraAgents=[{"slug": "helper", "path": "helper.json"}],
-        toolCallPolicyConfig={"default": {"tag": "runSync"},
-                              "rules": [{"tool": "bash_ask_human", "disposition": {"tag": "defer", "reason": "a human"}}]},
+        toolCallPolicyConfig={
+            "default": {"tag": "runSync"},
+            "rules": [{"tool": "bash_ask_human", "disposition": {"tag": "defer", "reason": "a human"}}],
+        },
     )
     server = start_server([agent])
     with browser_page(f"{server.url}/") as page:
