@@ -315,7 +315,9 @@ class StoredAgentForm(forms.ModelForm):
         """Load the agent as ``PUT /v1/agents/:slug`` would; each problem goes to its field."""
         data = super().clean()
         slug = self.instance.pk or data.get("slug")
-        if self.errors or not slug or not self.file_rows.is_valid():
+        # a JSON box that does not parse or fit its schema is left out, and the loader still
+        # checks the rest: one save reports every problem it can, not only the first
+        if set(self.errors) - set(JSON_EDITORS) or not slug or not self.file_rows.is_valid():
             return data
         try:
             self.prepared = services.stored_agent_prepare(slug, {**self.contents(), "files": self.file_rows.file_map()})
