@@ -98,3 +98,28 @@ def test_the_queue_of_fifty_calls_fits_1280_px_and_the_pages_pass_axe(
         page.click("#session-waiting-calls")
         expect(rows).to_have_count(CALLS - 1)
         browser.close()
+
+
+def test_the_agent_editors_file_rows_stay_inside_their_panel(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    require_chromium()
+    llm = llm_server({"rules": [{"reply": {"content": "ok"}}]})
+    server = start_server([write_agent(tmp_path, "asker", llm.url)])
+    create_superuser(server)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(30_000)
+        log_in(page, server)
+        page.goto(f"{server.url}/admin/agents_app/storedagent/add/")
+        page.click("#add-file-row")
+        panel = page.locator("#agent-files").bounding_box()
+        assert panel is not None
+        right = panel["x"] + panel["width"]
+        for field in ("#id_files-0-path", "#id_files-0-content", "#id_files-1-path", "#id_files-1-content"):
+            box = page.locator(field).bounding_box()
+            assert box is not None, field
+            assert box["x"] >= panel["x"] and box["x"] + box["width"] <= right + 1, (field, box, panel)
+        keep_screenshot(page, "console-agent-files")
+        browser.close()
