@@ -40,7 +40,8 @@ def manage(server: Server, *args: str, **env: str) -> subprocess.CompletedProces
         check=True,
         capture_output=True,
         text=True,
-        timeout=60,
+        # a Django start on a machine shared with other test runs can take over a minute
+        timeout=180,
     )
 
 

@@ -232,7 +232,11 @@ def test_on_a_phone_the_page_fits_and_answers_by_keyboard_with_no_serious_axe_vi
         keep_screenshot(page, "chat-phone-pending")
         violations = axe_violations(page)
         assert not violations, json.dumps(violations, indent=2)
-        page.keyboard.press("Enter")
+        # back in the box, Ctrl+Enter answers
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.press("Shift+Tab")
+        expect(form.locator("textarea[name=result]")).to_be_focused()
+        page.keyboard.press("Control+Enter")
         expect(page.locator(".turn.assistant").last).to_contain_text("All done. The human said: yes")
         _no_horizontal_scroll(page)
         keep_screenshot(page, "chat-phone-done")
