@@ -321,7 +321,9 @@ class StoredAgentForm(forms.ModelForm):
         data = super().clean()
         assert data is not None  # noqa: S101 - narrows the type (Form.clean answers cleaned_data)
         slug = self.instance.pk or data.get("slug")
-        if self.errors or not slug or not self.file_rows.is_valid():
+        # a JSON box that does not parse or fit its schema is left out, and the loader still
+        # checks the rest: one save reports every problem it can, not only the first
+        if set(self.errors) - set(JSON_EDITORS) or not slug or not self.file_rows.is_valid():
             return data
         try:
             self.prepared = services.stored_agent_prepare(slug, {**self.contents(), "files": self.file_rows.file_map()})

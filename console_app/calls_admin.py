@@ -1,4 +1,4 @@
-"""The queue of deferred calls across sessions, and each session's mail and events (README, "The admin").
+"""The queue of deferred calls across sessions, and each session's mail, events and watches (README, "The admin").
 
 Every deferred call is a :class:`sessions_app.models.Continuation`. The list shows the calls
 waiting for an answer first (oldest first), with filters on state, agent, tool, owner and age;
@@ -29,8 +29,11 @@ from django.utils.timesince import timesince
 from console_app.readonly import ReadOnlyAdmin
 from console_app.sessions_admin import ANSWER_PERMISSION, CompleteCallForm
 from foundation.errors import ApiError
-from sessions_app.models import Continuation, Event, MailEnvelope
+from sessions_app.models import Continuation, Event, MailEnvelope, SessionWatch
 from sessions_app.services import continuations
+
+#: How many characters of a call's arguments its row in the queue shows.
+ARGUMENTS_SHOWN = 120
 
 
 def _can_answer(request: HttpRequest) -> bool:
@@ -86,11 +89,15 @@ class ContinuationAdmin(ReadOnlyAdmin):
 
     change_list_template = "admin/sessions_app/continuation/change_list.html"
     change_form_template = "admin/sessions_app/continuation/change_form.html"
-    list_display = ("tool_name", "session_link", "agent", "owner", "age", "answered", "answer")
+    list_display = ("tool_name", "asked", "session_link", "agent", "owner", "age", "answered", "answer")
     list_filter = (StateFilter, ("session__agent_slug", admin.AllValuesFieldListFilter), "tool",
                    ("session__owner", admin.AllValuesFieldListFilter), AgeFilter)
     search_fields = ("=token", "=session__id", "tool", "session__agent_slug", "session__owner")
     list_select_related = ("session",)
+    # a waiting call is answered from its row: 50 of them on a page (the queue's acceptance)
+    list_per_page = 50
+    # each filter's choices say how many calls they keep (the queue is filtered by agent, with counts)
+    show_facets = admin.ShowFacets.ALWAYS
     ordering = ("created_at",)
     fields = ("token", "session_link", "agent", "owner", "tool", "arguments", "created_at", "completed_at", "outcome")
     readonly_fields = fields
@@ -131,6 +138,14 @@ class ContinuationAdmin(ReadOnlyAdmin):
         return obj.completed_at is not None
 
     @admin.display(description="arguments")
+    def asked(self, obj: Continuation) -> str:
+        """The call's arguments on one line, cut at :data:`ARGUMENTS_SHOWN` characters (the whole
+        text in the cell's title): what is asked, read without opening the call."""
+        text = " ".join(self.arguments(obj).split())
+        short = text if len(text) <= ARGUMENTS_SHOWN else text[: ARGUMENTS_SHOWN - 1] + "…"
+        return format_html('<span class="call-arguments" title="{}">{}</span>', text, short)
+
+    @admin.display(description="arguments")
     def arguments(self, obj: Continuation) -> str:
         """The call's arguments, as the model wrote them."""
         return str((obj.call.get("function") or {}).get("arguments") or "")
@@ -147,8 +162,9 @@ class ContinuationAdmin(ReadOnlyAdmin):
             return "-"
         form_id = f"answer-{obj.pk}"
         return format_html(
-            '<textarea name="result" rows="2" cols="30" form="{0}" aria-label="answer"></textarea> '
-            '<select name="kind" form="{0}"><option value="text">text</option><option value="json">JSON</option>'
+            '<textarea name="result" rows="2" cols="22" form="{0}" aria-label="answer"></textarea> '
+            '<select name="kind" form="{0}" aria-label="answer as"><option value="text">text</option>'
+            '<option value="json">JSON</option>'
             '</select> <input type="submit" value="Answer" form="{0}">',
             form_id,
         )
@@ -239,3 +255,42 @@ class EventAdmin(ReadOnlyAdmin):
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """``?session_id=`` (the session page's link) filters on the plain column."""
         return lookup == "session_id" or super().lookup_allowed(lookup, value, request)
+
+
+@admin.register(SessionWatch)
+class SessionWatchAdmin(ReadOnlyAdmin):
+    """``watch-session`` watches: which session forwards its events to which, until when
+    (README, "Agent-to-agent mail"); a session's page links here filtered on it."""
+
+    list_display = ("watcher_link", "watched_link", "watched_events", "tool", "created_at", "expires_at", "live")
+    list_select_related = ("watcher", "watched")
+    search_fields = ("=watcher__id", "=watched__id", "tool")
+    ordering = ("-created_at",)
+    fields = ("watcher", "watched", "events", "tool", "created_at", "expires_at")
+    readonly_fields = fields
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """``?watcher__id__exact=`` and ``?watched__id__exact=`` (a session page's link) filter on the columns."""
+        return lookup in ("watcher__id__exact", "watched__id__exact") or super().lookup_allowed(lookup, value, request)
+
+    @admin.display(description="watcher")
+    def watcher_link(self, obj: SessionWatch) -> str:
+        """The watching session's page."""
+        url = reverse("admin:sessions_app_session_change", args=[obj.watcher_id])
+        return format_html('<a href="{}">{} {}</a>', url, obj.watcher.agent_slug, str(obj.watcher_id)[:8])
+
+    @admin.display(description="watched")
+    def watched_link(self, obj: SessionWatch) -> str:
+        """The watched session's page."""
+        url = reverse("admin:sessions_app_session_change", args=[obj.watched_id])
+        return format_html('<a href="{}">{} {}</a>', url, obj.watched.agent_slug, str(obj.watched_id)[:8])
+
+    @admin.display(description="events")
+    def watched_events(self, obj: SessionWatch) -> str:
+        """The event kinds forwarded (``all`` when the watch names none)."""
+        return ", ".join(str(kind) for kind in obj.events or []) or "all"
+
+    @admin.display(description="live", boolean=True)
+    def live(self, obj: SessionWatch) -> bool:
+        """Whether the watch is still before its deadline."""
+        return obj.expires_at > timezone.now()

@@ -35,6 +35,8 @@ from sessions_app.services import continuations
 ANSWER_PERMISSION = "sessions_app.answer_continuation"
 #: Events shown on a session's page, newest first.
 EVENTS_SHOWN = 50
+#: How many helper sessions a session's page links by name (the rest through the filtered list).
+CHILDREN_SHOWN = 20
 TEMPLATES = "admin/sessions_app/session"
 
 
@@ -157,6 +159,10 @@ class SessionAdmin(ReadOnlyAdmin):
     # every field of these fieldsets stands alone (the stubs' type allows groups of fields too)
     readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"] if isinstance(name, str))
 
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        """``?parent__id__exact=`` (a session page's link to its helper sessions) filters on the column."""
+        return lookup == "parent__id__exact" or super().lookup_allowed(lookup, value, request)
+
     def can_complete(self, request: HttpRequest) -> bool:
         """Whether the operator may answer pending calls (the answer permission of deferred calls)."""
         return request.user.has_perm(ANSWER_PERMISSION)
@@ -175,11 +181,23 @@ class SessionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="more")
     def links(self, obj: Session) -> str:
-        """Follow the session live on the chat page; its mail, events and deferred calls."""
+        """Follow the session live on the chat page; its calling session and helper sessions
+        (the page of each, up to :data:`CHILDREN_SHOWN` children); its mail, events, deferred
+        calls (waiting and all) and watches."""
+        change = "admin:sessions_app_session_change"
+        children = list(obj.children.order_by("created_at").only("id", "agent_slug", "status")[: CHILDREN_SHOWN + 1])
+        calls = reverse("admin:sessions_app_continuation_changelist") + f"?session__id__exact={obj.pk}"
         return render_to_string(
             f"{TEMPLATES}/links.html",
             {
                 "session": obj,
+                "parent": reverse(change, args=[obj.parent_id]) if obj.parent_id else None,
+                "children": [(reverse(change, args=[child.pk]), child) for child in children[:CHILDREN_SHOWN]],
+                "more_children": len(children) > CHILDREN_SHOWN,
+                "children_list": reverse("admin:sessions_app_session_changelist") + f"?parent__id__exact={obj.pk}",
+                "waiting_calls": calls,
+                "waiting_count": Continuation.objects.filter(session=obj, completed_at__isnull=True).count(),
+                "watches": reverse("admin:sessions_app_sessionwatch_changelist") + f"?watcher__id__exact={obj.pk}",
                 "live": f"/#session={obj.pk}",
                 "mail": reverse("admin:sessions_app_mailenvelope_changelist") + f"?session__id__exact={obj.pk}",
                 "events": reverse("admin:sessions_app_event_changelist") + f"?session_id={obj.pk}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -13,10 +15,10 @@ from django.utils import timezone
 
 from foundation.auth import Principal
 from foundation.common import db_now
-from foundation.errors import UnknownSession, UnknownToken
+from foundation.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import hub, mailbox
 from sessions_app.access import can_see
-from sessions_app.models import BackgroundCall, Continuation, MailEnvelope, PeriodicLease, Session
+from sessions_app.models import BackgroundCall, Continuation, MailEnvelope, PeriodicLease, Session, Turn
 
 #: Longest sleep between two reads while waiting for a run to stop, in seconds.
 WAIT_RECHECK_SECONDS = 1.0
@@ -42,12 +44,15 @@ def session_list(
     limit: int,
     before: datetime | None,
     owner: str | None = None,
+    search: str | None = None,
 ) -> tuple[list[Session], datetime | None]:
     """A page of sessions, newest ``updated_at`` first (docs/api.md §7.2).
 
     Top-level sessions only, unless ``parent`` asks for that session's children. With ``owner``
     (authentication on), only that owner's top-level sessions (docs/api.md §10.3); the children of
-    a parent the caller may see are all of its owner's.
+    a parent the caller may see are all of its owner's. With ``search`` (checked by
+    :func:`search_text`), only the sessions whose conversation contains it
+    (:func:`conversation_contains`).
 
     Returns:
         ``(rows, next_before)``: ``next_before`` is the last row's ``updated_at`` when the page is
@@ -63,9 +68,133 @@ def session_list(
         query = query.filter(status__in=statuses)
     if before is not None:
         query = query.filter(updated_at__lt=before)
-    rows = list(query.order_by("-updated_at", "-id")[:limit])
+    query = query.order_by("-updated_at", "-id")
+    rows = sessions_saying(query, search, limit) if search else list(query[:limit])
     next_before = rows[-1].updated_at if len(rows) == limit else None
     return rows, next_before
+
+
+#: The longest ``q`` of ``GET /v1/sessions``, in characters (docs/api.md §7.2).
+SEARCH_MAX_CHARS = 200
+
+#: Keys whose string values are not words of the conversation: turn kinds, call states, media bytes.
+_NOT_SAID = frozenset({"tag", "tcState", "tcId", "tcContinuation", "base64Data", "mimeType", "id", "type"})
+
+#: How many words of a session's first message make its title, and at most how many characters.
+TITLE_WORDS = 8
+TITLE_MAX_CHARS = 80
+
+
+def search_text(raw: str) -> str:
+    """The ``q`` of ``GET /v1/sessions``, trimmed (docs/api.md §7.2).
+
+    Raises:
+        BadRequest: 400 ``bad_request`` for a value of only spaces, longer than
+            :data:`SEARCH_MAX_CHARS`, or holding a control character.
+    """
+    text = raw.strip()
+    if not text or len(text) > SEARCH_MAX_CHARS or any(ord(char) < 32 or ord(char) == 127 for char in text):
+        raise BadRequest(f"q must be 1 to {SEARCH_MAX_CHARS} characters of text, without control characters")
+    return text
+
+
+def _said(turn: dict[str, Any]) -> list[str]:
+    """The conversation's words in one stored turn: what the person and other mail said, the
+    model's answer and its calls' arguments, and the tools' results; never the system prompt or
+    the tool descriptions every turn repeats."""
+    contents = turn.get("contents") or {}
+    parts: list[Any] = [contents.get("userQuery"), (contents.get("llmResponse") or {}).get("responseText")]
+    parts += [envelope.get("body") for envelope in contents.get("userMail") or [] if isinstance(envelope, dict)]
+    parts += [((call or {}).get("function") or {}).get("arguments") for call in contents.get("llmToolCalls") or []]
+    parts += [pair[1] for pair in contents.get("userToolResponses") or [] if isinstance(pair, list) and len(pair) == 2]
+    parts += [tracked.get("tcResult") for tracked in contents.get("trackedCalls") or [] if isinstance(tracked, dict)]
+    texts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in _NOT_SAID:
+                    walk(item)
+
+    walk(parts)
+    return texts
+
+
+def conversation_contains(turn_texts: list[str], needle: str) -> bool:
+    """Whether any of a session's stored turns (JSON texts) says ``needle``, compared casefolded."""
+    folded = needle.casefold()
+    return any(folded in said.casefold() for text in turn_texts for said in _said(json.loads(text)))
+
+
+def _prefilter(needle: str) -> str | None:
+    """A piece of ``needle`` that the stored JSON text of a matching turn holds, for the database
+    to compare case-insensitively: its longest run of ASCII letters and digits (JSON text escapes
+    every other character, so an escaped form would compare case-sensitively); ``None`` when it
+    has none, and every session is read."""
+    runs = re.findall(r"[A-Za-z0-9]+", needle)
+    return max(runs, key=len) if runs else None
+
+
+def sessions_saying(query: Any, search: str, limit: int) -> list[Session]:
+    """The first ``limit`` sessions of the ordered ``query`` whose conversation contains
+    ``search`` (docs/api.md §7.2).
+
+    The database keeps the sessions with a turn whose JSON text holds a piece of the word
+    (:func:`_prefilter`); their turns are then read a chunk of sessions at a time, one query a
+    chunk, and the conversation's own words are compared (a key or the system prompt does not
+    count).
+    """
+    piece = _prefilter(search)
+    if piece is not None:
+        query = query.filter(turn_rows__turn_json__icontains=piece).distinct()
+    chunk = max(limit, 100)
+    rows: list[Session] = []
+    offset = 0
+    while len(rows) < limit:
+        batch = list(query[offset : offset + chunk])
+        if not batch:
+            break
+        offset += chunk
+        turns = Turn.objects.filter(session_id__in=[session.pk for session in batch])
+        if piece is not None:
+            turns = turns.filter(turn_json__icontains=piece)
+        texts: dict[uuid.UUID, list[str]] = {}
+        for session_id, text in turns.values_list("session_id", "turn_json"):
+            texts.setdefault(session_id, []).append(text)
+        rows += [session for session in batch if conversation_contains(texts.get(session.pk, []), search)]
+    return rows[:limit]
+
+
+def _first_words(turn: dict[str, Any]) -> str | None:
+    """The title of a conversation whose oldest turn is ``turn``: the first words of what the
+    person said in it, or ``None`` when it holds no text."""
+    contents = turn.get("contents") or {}
+    queries = [contents.get("userQuery")]
+    mail = [envelope for envelope in contents.get("userMail") or [] if isinstance(envelope, dict)]
+    queries += [(envelope.get("body") or {}).get("query") for envelope in mail]
+    for query in queries:
+        text = query.get("text") if isinstance(query, dict) else query
+        words = text.split() if isinstance(text, str) else []
+        if words:
+            whole = " ".join(words)
+            title = " ".join(words[:TITLE_WORDS])[: TITLE_MAX_CHARS - 1].rstrip()
+            return title if title == whole else f"{title}…"
+    return None
+
+
+def session_titles(sessions: list[Session]) -> dict[uuid.UUID, str | None]:
+    """Each session's title, the first words of its conversation (docs/api.md §7.2), by id:
+    one query for the oldest turns of them all."""
+    titles: dict[uuid.UUID, str | None] = dict.fromkeys((session.pk for session in sessions), None)
+    oldest = Turn.objects.filter(session_id__in=list(titles), position=0).values_list("session_id", "turn_json")
+    for session_id, text in oldest:
+        titles[session_id] = _first_words(json.loads(text))
+    return titles
 
 
 def wait_for_run(session_id: uuid.UUID, timeout: float) -> Session:

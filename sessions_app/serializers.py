@@ -21,6 +21,7 @@ from rest_framework import serializers
 from foundation.api import parse_uuid
 from foundation.common import Rfc3339Field, is_base64, render
 from foundation.errors import BadRequest, PayloadTooLarge, UnknownSession
+from sessions_app import selectors
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
 
@@ -140,7 +141,8 @@ RUN_CHOICES = [Session.NO_RUN, *Session.RunMode.values]
 
 class SessionListQuerySerializer(serializers.Serializer):
     """The query of ``GET /v1/sessions`` (docs/api.md §7.2): ``agent``, ``status`` (comma-separated),
-    ``parent``, ``limit`` (1..500, default 50), ``before`` (RFC 3339, with a time zone).
+    ``parent``, ``limit`` (1..500, default 50), ``before`` (RFC 3339, with a time zone), ``q`` (a
+    word or phrase of the conversation; present but empty is refused, unlike the others).
 
     The fields are checked in that order and the first bad one answers, as a 400 ``bad_request``
     naming it in its own words (raised from its ``validate_`` method, not collected); ``parent``
@@ -154,6 +156,7 @@ class SessionListQuerySerializer(serializers.Serializer):
     parent = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)  # type: ignore[assignment]  # a declared field, not Field.parent: DRF's metaclass moves it off the class
     limit = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     before = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    q = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
 
     def validate_agent(self, value: str) -> str | None:
         return value or None
@@ -194,8 +197,11 @@ class SessionListQuerySerializer(serializers.Serializer):
             raise BadRequest("before must be an RFC 3339 timestamp with a time zone")
         return before
 
+    def validate_q(self, value: str) -> str:
+        return selectors.search_text(value)
+
     def filters(self) -> dict[str, Any]:
-        """``{agent, statuses, parent, limit, before}`` for ``selectors.session_list``.
+        """``{agent, statuses, parent, limit, before, search}`` for ``selectors.session_list``.
 
         Raises:
             ApiError: 400 ``bad_request`` or 404 ``unknown_session``, as the class says.
@@ -208,6 +214,7 @@ class SessionListQuerySerializer(serializers.Serializer):
             "parent": data.get("parent"),
             "limit": data.get("limit", 50),
             "before": data.get("before"),
+            "search": data.get("q"),
         }
 
 
@@ -348,10 +355,18 @@ class SessionViewSerializer(SessionMetaSerializer):
         return secret_names(session.pk)
 
 
+class SessionListRowSerializer(SessionMetaSerializer):
+    """A row of ``GET /v1/sessions``: the SessionMetaView and ``title``, the first words of the
+    conversation (``null`` before anything was said; docs/api.md §7.2), which the list's view
+    sets on each row from ``selectors.session_titles``."""
+
+    title = serializers.CharField(allow_null=True)
+
+
 class SessionListSerializer(serializers.Serializer):
     """A page of sessions, newest first; ``next_before`` pages on (``null`` on the last page)."""
 
-    sessions = SessionMetaSerializer(many=True)
+    sessions = SessionListRowSerializer(many=True)
     next_before = Rfc3339Field(allow_null=True)
 
 

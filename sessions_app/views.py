@@ -147,6 +147,7 @@ class SessionViewSet(ApiViewSet):
             OpenApiParameter("parent", OpenApiTypes.UUID, description="list the children of this session"),
             OpenApiParameter("limit", int, description="1..500, default 50"),
             OpenApiParameter("before", OpenApiTypes.DATETIME, description="RFC 3339 updated_at, strictly older"),
+            OpenApiParameter("q", str, description="only sessions whose conversation says this, case-insensitive"),
         ],
         responses={200: SessionListSerializer, **error_responses(400, 404)},
     )
@@ -155,6 +156,8 @@ class SessionViewSet(ApiViewSet):
         visible = functools.partial(selectors.require_visible, caller(request))
         query = SessionListQuerySerializer(data=request.query_params, context={"visible": visible})
         rows, next_before = selectors.session_list(**query.filters(), owner=caller(request).owner)
+        for row, title in zip(rows, selectors.session_titles(rows).values(), strict=True):
+            row.title = title
         return Response(render(SessionListSerializer, {"sessions": rows, "next_before": next_before}))
 
     @extend_schema(

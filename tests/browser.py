@@ -3,9 +3,11 @@ made with ``agents manage``, and the stored-agent editor filled as a person woul
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from playwright.sync_api import Page, expect
 
@@ -38,7 +40,8 @@ def manage(server: Server, *args: str, **env: str) -> subprocess.CompletedProces
         check=True,
         capture_output=True,
         text=True,
-        timeout=60,
+        # a Django start on a machine shared with other test runs can take over a minute
+        timeout=180,
     )
 
 
@@ -95,3 +98,32 @@ def fill_file(page: Page, index: int, path: str, content: str) -> None:
         page.click("#add-file-row")
     page.fill(f"#id_files-{index}-path", path)
     page.fill(f"#id_files-{index}-content", content)
+
+
+#: Where the browser tests keep their screenshots: ``AGENTS_TEST_ARTIFACTS``, or
+#: ``test-artifacts/`` in the working tree (git ignores it).
+ARTIFACTS = Path(os.environ.get("AGENTS_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+
+#: axe-core as the npm registry ships it (tests/vendor/axe-core/README.md).
+AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
+
+
+def keep_screenshot(page: Page, name: str) -> Path:
+    """Save a full-page screenshot of ``page`` as ``ARTIFACTS/<name>.png`` and return its path."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def axe_violations(page: Page, impacts: tuple[str, ...] = ("serious", "critical")) -> list[dict[str, Any]]:
+    """The axe-core violations of the page as it is now whose impact is one of ``impacts``:
+    ``[{"id", "impact", "help", "nodes": [html, ...]}]`` (WCAG 2.x A and AA rules and axe's best
+    practices)."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(content=AXE.read_text())
+    found = page.evaluate(
+        """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations.map((v) => ({
+            id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.html)}))"""
+    )
+    return [violation for violation in found if violation["impact"] in impacts]

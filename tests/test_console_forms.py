@@ -230,3 +230,13 @@ def test_the_check_lists_the_tools_helpers_add(registry: AgentRegistry) -> None:
         "today: tool describe_agent",
         "today: tool derive_agent",
     ]
+
+
+@pytest.mark.django_db
+def test_a_refused_save_reports_a_bad_toolbox_and_a_wrong_tool_directory_together(registry: AgentRegistry) -> None:
+    form = StoredAgentForm(_post({"bashToolboxes": '[{"tag": "Nonsense"}]', "toolDirectory": "tools"}))
+    assert not form.is_valid()
+    assert form.errors["bashToolboxes"]
+    wrong = "toolDirectory 'tools' is not a directory of the files"
+    assert any(wrong in problem for problem in form.errors["toolDirectory"])
+    assert StoredAgent.objects.count() == 0

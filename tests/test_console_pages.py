@@ -4,6 +4,7 @@ edit; bad answers and answers to answered calls are refused with a message and c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django.utils.html import escape
 
 from agentfiles.loader import load_agent_files
 from agents_app import services
@@ -22,7 +24,7 @@ from agents_app.registry import AgentRegistry, set_registry
 from agents_app.runtime import reset_runtime_agents
 from devtools.mockllm import MockLlmServer
 from sessions_app import runner
-from sessions_app.models import Continuation, Session
+from sessions_app.models import Continuation, Session, SessionWatch
 from sessions_app.services import sessions
 from tests.harness import write_agent
 from tests.test_console_forms import _body, _post
@@ -234,3 +236,74 @@ def test_the_queue_page_costs_the_same_queries_whatever_its_rows(asker: MockLlmS
         page = support.get(QUEUE)
     assert len(page.context["cl"].result_list) == 33
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+def _asking(count: int, arguments: str) -> None:
+    """``count`` sessions with one waiting call each whose arguments are ``arguments``."""
+    now = timezone.now()
+    for index in range(count):
+        session = Session.objects.create(
+            agent_slug="asker" if index % 2 else "other", status="waiting_external", created_at=now,
+            updated_at=now, header_json="{}",
+        )
+        call = {"function": {"name": "ask_human", "arguments": arguments}}
+        Continuation.objects.create(
+            session=session, tool_call_id=f"c{index}", tool="ask_human", call=call, disposition={"tag": "defer"},
+            created_at=now - timedelta(minutes=index),
+        )
+
+
+@pytest.mark.django_db
+def test_the_queue_shows_what_is_asked_sorts_by_age_and_counts_its_agents(asker: MockLlmServer) -> None:
+    support = _client("sessions_app.answer_continuation")
+    question = '{"question": "' + "which colour should the new kettle be, " * 8 + '"}'
+    _asking(50, question)
+    page = support.get(QUEUE)
+    html = page.content.decode()
+    rows = page.context["cl"].result_list
+    assert len(rows) == 50 and not page.context["cl"].multi_page
+    # each row says what is asked, cut short, with the whole of it in its title
+    assert html.count('class="call-arguments"') == 50
+    shown = question[: 120 - 1] + "…"
+    assert f">{escape(shown)}</span>" in html and f'title="{escape(question)}"' in html
+    # oldest first by default; the age column sorts either way
+    ages = [row.created_at for row in rows]
+    assert ages == sorted(ages)
+    newest = support.get(QUEUE + "?o=-5").context["cl"].result_list
+    assert [row.created_at for row in newest] == sorted(ages, reverse=True)
+    # the agent filter says how many waiting calls each agent has
+    assert "asker (25)" in html and "other (25)" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_page_links_its_family_calls_and_watches_and_watches_have_a_page(asker: MockLlmServer) -> None:
+    call = _waiting()
+    parent = Session.objects.get(pk=call.session_id)
+    now = timezone.now()
+    child = Session.objects.create(
+        agent_slug="asker", parent=parent, status="idle", created_at=now, updated_at=now, header_json="{}"
+    )
+    SessionWatch.objects.create(
+        watcher=parent, watched=child, events=["run.stopped"], tool="watch_helper", created_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+    root = _client(superuser=True)
+    page = root.get(f"/admin/sessions_app/session/{parent.pk}/change/").content.decode()
+    child_page = f"/admin/sessions_app/session/{child.pk}/change/"
+    assert f'href="{child_page}"' in page and f'data-child="{child.pk}"' in page
+    assert "deferred calls waiting (1)" in page
+    watches = f"/admin/sessions_app/sessionwatch/?watcher__id__exact={parent.pk}"
+    assert f'href="{watches}"' in page
+    back = root.get(child_page).content.decode()
+    assert f'href="/admin/sessions_app/session/{parent.pk}/change/"' in back and f"/#session={parent.pk}" in back
+    children = root.get(f"/admin/sessions_app/session/?parent__id__exact={parent.pk}")
+    assert [row.pk for row in children.context["cl"].result_list] == [child.pk]
+
+    listed = root.get(watches)
+    assert listed.status_code == 200 and len(listed.context["cl"].result_list) == 1
+    html = listed.content.decode()
+    assert "run.stopped" in html and "watch_helper" in html and f'href="{child_page}"' in html
+    watch = SessionWatch.objects.get()
+    assert root.get(f"/admin/sessions_app/sessionwatch/{watch.pk}/change/").status_code == 200
+    # a watch changes only through the mail tools: nothing to add or edit here
+    assert root.get("/admin/sessions_app/sessionwatch/add/").status_code == 403

@@ -21,7 +21,9 @@
     sessionId: null,      // the open session
     view: null,           // its SessionView
     queued: [],           // its unread userMessage mail
-    sessions: new Map(),  // top-level sessions: id -> SessionMetaView
+    sessions: new Map(),  // top-level sessions: id -> SessionMetaView and its title
+    search: "",           // the words the sessions list is searched for ("" lists them all)
+    children: [],         // the open session's helper sessions (SessionMetaViews)
     attachments: [],      // [{mime, base64, filename, size}]
     // Kept for every session the events mention, not only the open one: the first events of a
     // new session can arrive before the answer that tells the page its id.
@@ -51,6 +53,13 @@
     const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
     return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
   }
+
+  // The statuses in which Pause and Resume are offered (Cancel only while running).
+  const PAUSABLE = ["running", "ready", "waiting_external"];
+  const RESUMABLE = ["paused", "failed", "ready"];
+
+  // How many of a running bash tool's newest output lines the page keeps on show.
+  const OUTPUT_LINES_SHOWN = 8;
 
   // Seconds between the tries of a request that starts or changes a run (docs/api.md §1.7).
   const RETRY_DELAYS = [0.5, 1, 2, 4];
@@ -139,11 +148,12 @@
       if (match.index > last) out.append(text.slice(last, match.index));
       const token = match[0];
       if (match[1]) out.append(el("code", { text: token.slice(1, -1) }));
-      else if (match[2]) out.append(el("strong", { text: token.slice(2, -2) }));
-      else if (match[3]) out.append(el("em", { text: token.slice(1, -1) }));
+      // what bold, italic and a link's label hold is inline markdown too (`**\`name\`**`)
+      else if (match[2]) out.append(el("strong", {}, inlineMarkdown(token.slice(2, -2))));
+      else if (match[3]) out.append(el("em", {}, inlineMarkdown(token.slice(1, -1))));
       else {
         const label = token.slice(1, token.indexOf("]("));
-        out.append(el("a", { href: match[5], rel: "noopener noreferrer", target: "_blank", text: label }));
+        out.append(el("a", { href: match[5], rel: "noopener noreferrer", target: "_blank" }, inlineMarkdown(label)));
       }
       last = match.index + token.length;
     }
@@ -299,7 +309,8 @@
       if (response.responseText) node.append(markdown(response.responseText));
       const calls = contents.llmToolCalls || [];
       if (calls.length) {
-        node.append(el("div", { class: "calls" }, "calls ", calls.map((c) => el("code", { text: (c.function || {}).name }))));
+        const names = calls.flatMap((c, i) => [i ? ", " : "", el("code", { text: (c.function || {}).name || "tool" })]);
+        node.append(el("div", { class: "calls" }, "calls ", names));
       }
       return node;
     }
@@ -327,6 +338,7 @@
     turns.replaceChildren();
     $("controls").hidden = !view;
     if (!view) {
+      $("family").replaceChildren();
       $("session-title").textContent = state.agent ? `New conversation with ${state.agent}` : "Pick an agent to start";
       $("session-status").textContent = "";
       renderQueued();
@@ -337,6 +349,12 @@
     $("session-title").textContent = `${view.agent} · ${view.session_id.slice(0, 8)}`;
     $("session-status").textContent = view.status + (view.status_detail ? `: ${view.status_detail}` : "");
     $("session-status").dataset.status = view.status;
+    // only what the API would do something useful with (docs/api.md §7.6-7.8): Resume on an idle
+    // session would start an empty run, Cancel without a run answers no_active_run
+    $("btn-pause").hidden = !PAUSABLE.includes(view.status);
+    $("btn-resume").hidden = !RESUMABLE.includes(view.status);
+    $("btn-cancel").hidden = view.status !== "running";
+    renderFamily();
     const list = (view.session && view.session.turns) || [];
     // turns are stored newest first; a conversation reads oldest first
     for (let i = list.length - 1; i >= 0; i--) turns.append(turnNode(list[i], i));
@@ -347,6 +365,24 @@
     // follow the conversation as it grows, but leave a reader where they are otherwise
     if (list.length !== state.drawnTurns) turns.lastElementChild && turns.lastElementChild.scrollIntoView({ block: "end" });
     state.drawnTurns = list.length;
+  }
+
+  // The helper sessions this one called (its children) and, in a helper's session, the way back.
+  function renderFamily() {
+    const box = $("family");
+    box.replaceChildren();
+    const view = state.view;
+    if (view.parent_session_id) {
+      box.append(el("a", { class: "parent-link", href: `#session=${view.parent_session_id}` },
+        `← back to the calling session (${view.parent_session_id.slice(0, 8)})`));
+    }
+    if (state.children.length) {
+      box.append(el("span", { class: "label", text: "helper sessions:" }),
+        el("ul", { class: "children" }, state.children.map((child) => el("li", {},
+          el("a", { class: "child-link", href: `#session=${child.session_id}`, "data-child": child.session_id },
+            `${child.agent} · ${child.title || child.session_id.slice(0, 8)}`),
+          " ", el("span", { class: "status", "data-status": child.status, text: child.status })))));
+    }
   }
 
   // What the person unfolded stays unfolded when the session is drawn again: folds are keyed
@@ -387,7 +423,8 @@
 
   function pendingForm(call) {
     const reason = (call.disposition || {}).reason;
-    const textarea = el("textarea", { name: "result", rows: 3, placeholder: "The tool's result" });
+    const textarea = el("textarea", { name: "result", rows: 3, placeholder: "The tool's result: Ctrl+Enter answers",
+      "aria-label": `Result of ${call.tool}` });
     const kind = el("select", { name: "kind" }, el("option", { value: "text", text: "text" }), el("option", { value: "json", text: "JSON" }));
     const error = el("p", { class: "error", role: "alert" });
     const form = el("form", { class: "pending-call", "data-token": call.continuation_token },
@@ -397,6 +434,12 @@
       el("div", { class: "composer-actions" }, el("label", {}, "as ", kind), el("span", { class: "spacer" }),
         el("button", { type: "submit", text: "Answer" })),
       error);
+    textarea.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       let result = textarea.value;
@@ -424,7 +467,11 @@
     for (const [id, tool] of state.tools.get(state.sessionId) || []) {
       box.append(el("div", { class: "running-tool", "data-call": id },
         el("span", { class: "spinner", "aria-hidden": "true" }), "running ", el("code", { text: tool.tool }),
-        tool.progress ? ` ${tool.progress}` : ""));
+        tool.progress ? ` ${tool.progress}` : "",
+        tool.output && tool.output.length
+          ? el("pre", { class: "tool-output" }, tool.output.map(({ stream, line }, i) =>
+            el("span", { class: `line ${stream}`, text: (i ? "\n" : "") + line })))
+          : null));
     }
     const streamed = state.streamed.get(state.sessionId);
     if (streamed) box.append(el("article", { class: "turn assistant streaming" }, markdown(streamed)));
@@ -451,11 +498,13 @@
     const rows = [...state.sessions.values()].sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
     for (const meta of rows) {
       list.append(el("li", { class: meta.session_id === state.sessionId ? "active" : null },
-        el("button", { type: "button", class: "session", "data-session": meta.session_id, onclick: () => openSession(meta.session_id) },
+        el("button", { type: "button", class: "session", "data-session": meta.session_id, onclick: () => openSession(meta.session_id),
+          "aria-current": meta.session_id === state.sessionId ? "true" : null },
+          el("span", { class: "title", text: meta.title || "(nothing said yet)" }),
           el("strong", { text: meta.agent }), " ", el("span", { class: "status", "data-status": meta.status, text: meta.status }),
           el("span", { class: "when", text: `${meta.session_id.slice(0, 8)} · ${new Date(meta.updated_at).toLocaleString()}` }))));
     }
-    if (!rows.length) list.append(el("li", { class: "empty", text: "no session yet" }));
+    if (!rows.length) list.append(el("li", { class: "empty", text: state.search ? `no session says “${state.search}”` : "no session yet" }));
   }
 
   async function loadAgents() {
@@ -463,10 +512,25 @@
     renderAgents();
   }
 
+  // The list, or with a search the sessions that say its words (`q`, docs/api.md §7.2).
   async function loadSessions() {
-    const page = (await api("GET", "/v1/sessions?limit=200")).data;
+    const search = state.search;
+    const query = new URLSearchParams({ limit: "200" });
+    if (search) query.set("q", search);
+    const page = (await api("GET", `/v1/sessions?${query}`)).data;
+    if (search !== state.search) return;
     state.sessions = new Map(page.sessions.map((meta) => [meta.session_id, meta]));
     renderSessions();
+  }
+
+  async function searchSessions() {
+    state.search = $("session-search").value.trim();
+    showError("search-error", null);
+    try {
+      await loadSessions();
+    } catch (error) {
+      showError("search-error", error);
+    }
   }
 
   function scheduleSessionsReload() {
@@ -479,7 +543,7 @@
     state.sessionId = null;
     state.view = null;
     state.queued = [];
-    history.replaceState(null, "", "#");
+    showInAddress(null);
     closeMenu();
     renderAgents();
     renderSessions();
@@ -487,13 +551,33 @@
     $("prompt").focus();
   }
 
+  // The open session is the address's `#session=<id>`: each switch is a step of the tab's
+  // history (back and forward walk them), and a link pasted into the tab opens its session.
+  function sessionInAddress() {
+    const match = /^#session=([0-9a-fA-F-]{36})$/.exec(location.hash);
+    return match ? match[1].toLowerCase() : null;
+  }
+
+  function showInAddress(id) {
+    if (sessionInAddress() === id) return;
+    history.pushState(null, "", id ? `#session=${id}` : "#");
+  }
+
+  function followAddress() {
+    if ($("app").hidden) return;
+    const id = sessionInAddress();
+    if (id && id !== state.sessionId) openSession(id);
+    else if (!id && state.sessionId) pickAgent(state.agent);
+  }
+
   async function openSession(id) {
     if (state.sessionId !== id) {
       state.view = null;
       state.queued = [];
+      state.children = [];
     }
     state.sessionId = id;
-    history.replaceState(null, "", `#session=${id}`);
+    showInAddress(id);
     closeMenu();
     renderSessions();
     await refreshSession();
@@ -503,12 +587,14 @@
     const id = state.sessionId;
     if (!id) return;
     try {
-      const [view, mail] = await Promise.all([
+      const [view, mail, children] = await Promise.all([
         api("GET", `/v1/sessions/${id}`),
         api("GET", `/v1/sessions/${id}/mail?unread=true`),
+        api("GET", `/v1/sessions?parent=${id}&limit=50`),
       ]);
       if (state.sessionId !== id) return;
       state.queued = mail.data.mail.filter((envelope) => (envelope.body || {}).tag === "userMessage");
+      state.children = children.data.sessions;
       applyView(view.data);
     } catch (error) {
       if (error.status === 404) {
@@ -538,7 +624,11 @@
     const meta = { ...view };
     delete meta.session;
     delete meta.pending;
-    if (!view.parent_session_id) state.sessions.set(view.session_id, meta);
+    // the title comes with the list (docs/api.md §7.2): kept, or read again once there are turns
+    const listed = state.sessions.get(view.session_id);
+    meta.title = listed ? listed.title : null;
+    if (!meta.title && ((view.session || {}).turns || []).length) scheduleSessionsReload();
+    if (!view.parent_session_id && (listed || !state.search)) state.sessions.set(view.session_id, meta);
     showError("notice", null);
     renderSessions();
     renderSession();
@@ -687,8 +777,14 @@
       tools.delete(data.tool_call_id);
       return;
     }
-    const tool = tools.get(data.tool_call_id) || { tool: data.tool, progress: "" };
-    if (kind === "tool.progressed") {
+    const tool = tools.get(data.tool_call_id) || { tool: data.tool, progress: "", output: [] };
+    if (kind === "tool.progressed" && typeof data.line === "string") {
+      // a bash tool's newest output line (docs/tools.md §3.8): the last few are shown as they come
+      tool.output.push({ stream: data.stream || "stdout", line: data.line });
+      if (tool.output.length > OUTPUT_LINES_SHOWN) tool.output.shift();
+      tool.progress = data.lines ? `${data.lines} ${data.lines === 1 ? "line" : "lines"} of ${data.stream || "output"}` : "";
+    } else if (kind === "tool.progressed") {
+      // an MCP server's progress: an amount, a total and a message, each optional
       const known = (value) => value !== undefined && value !== null && value !== "";
       const amount = known(data.progress) ? `${data.progress}${known(data.total) ? `/${data.total}` : ""}` : "";
       tool.progress = [amount, data.message].filter(known).join(" · ");
@@ -709,11 +805,12 @@
     }
     const sid = data.session_id;
     const meta = state.sessions.get(sid);
-    if (kind === "session.created" && !data.parent_session_id) {
-      state.sessions.set(sid, data);
+    if (kind === "session.created" && !data.parent_session_id && !state.search) {
+      state.sessions.set(sid, { title: null, ...data });
       renderSessions();
     } else if (kind === "session.updated" && meta) {
       state.sessions.set(sid, { ...meta, status: data.status, updated_at: data.updated_at, version: data.version });
+      if (!meta.title) scheduleSessionsReload();
       renderSessions();
     } else if (kind === "run.stopped" && meta) {
       state.sessions.set(sid, { ...meta, status: data.status });
@@ -772,8 +869,8 @@
     $("forget-token").hidden = !config.auth;
     await loadSessions().catch((error) => showError("notice", error));
     connectEvents();
-    const match = /#session=([0-9a-fA-F-]{36})/.exec(location.hash);
-    if (match) await openSession(match[1]);
+    const id = sessionInAddress();
+    if (id) await openSession(id);
     else renderSession();
   }
 
@@ -812,6 +909,18 @@
   $("file").addEventListener("change", async (event) => {
     await addFiles([...event.target.files]);
     event.target.value = "";
+  });
+  window.addEventListener("popstate", followAddress);
+  window.addEventListener("hashchange", followAddress);
+  let searchTimer = null;
+  $("session-search").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(searchSessions, 250);
+  });
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearTimeout(searchTimer);
+    searchSessions();
   });
   $("btn-pause").addEventListener("click", () => control("pause"));
   $("btn-resume").addEventListener("click", () => control("resume"));
