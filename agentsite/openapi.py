@@ -17,38 +17,80 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from drf_spectacular.utils import extend_schema
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 _ANY: dict[str, Any] = {}
 _STRING = {"type": "string"}
-_NULLABLE_STRING = {"type": "string", "nullable": True}
-
-
-def _tagged(tag: str, properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    """An object whose ``tag`` is ``tag``."""
-    return {
-        "type": "object",
-        "properties": {"tag": {"type": "string", "enum": [tag]}, **properties},
-        "required": ["tag", *(required or [])],
-    }
 
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-_MEDIA_PART = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string", "enum": ["media"]},
-        "mimeType": _STRING,
-        "base64Data": {"type": "string", "format": "byte"},
-        "filename": _STRING,
-    },
-    "required": ["type", "mimeType", "base64Data"],
-}
+#: The Pydantic models of the API's JSON values that the document names, by component name.
+_VALUE_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def schema_ref(model: type[BaseModel]) -> dict[str, str]:
+    """A ``$ref`` to the component of a JSON value's model, which the document then carries
+    with every model it references (docs/api.md, "OpenAPI").
+
+    The apps pass this to drf-spectacular (``extend_schema_field``, ``extend_schema``) wherever
+    a value appears, so one model both checks a value and describes it.
+
+    Args:
+        model: a Pydantic model; its class name is the component's name.
+    Returns:
+        ``{"$ref": "#/components/schemas/<name>"}``.
+    Raises:
+        ValueError: another model already holds the name.
+    """
+    known = _VALUE_MODELS.setdefault(model.__name__, model)
+    if known is not model:
+        raise ValueError(f"two value models are named {model.__name__}")
+    return _ref(model.__name__)
+
+
+def _openapi_3_0(schema: Any) -> Any:
+    """A JSON Schema of Pydantic's (2020-12) said in OpenAPI 3.0's dialect: ``const`` as a
+    one-value ``enum``, a ``null`` branch as ``nullable``, no titles or ``null`` defaults."""
+    if isinstance(schema, list):
+        return [_openapi_3_0(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {
+        key: _openapi_3_0(value)
+        for key, value in schema.items()
+        if key != "title" and not (key == "default" and value is None)
+    }
+    if "const" in converted:
+        converted["enum"] = [converted.pop("const")]
+    branches = converted.get("anyOf")
+    if isinstance(branches, list) and {"type": "null"} in branches:
+        rest = [branch for branch in branches if branch != {"type": "null"}]
+        converted.pop("anyOf")
+        if len(rest) == 1 and "$ref" not in rest[0]:
+            converted = {**rest[0], **converted}
+        elif len(rest) == 1:
+            converted["allOf"] = rest
+        else:
+            converted["anyOf"] = rest
+        converted["nullable"] = True
+    return converted
+
+
+def value_components() -> dict[str, Any]:
+    """The components of every registered value model and of the models they use, by name."""
+    models = list(_VALUE_MODELS.values())
+    _, definitions = models_json_schema(
+        [(model, "validation") for model in models], ref_template="#/components/schemas/{model}"
+    )
+    return {name: _openapi_3_0(schema) for name, schema in definitions.get("$defs", {}).items()}
+
 
 COMPONENTS: dict[str, dict[str, Any]] = {
     "Params": {
@@ -56,202 +98,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "description": "Parameter values by name (any JSON value; null clears a value where values are merged).",
         "additionalProperties": True,
     },
-    "ToolCall": {
-        "type": "object",
-        "description": "An OpenAI tool call as the model sent it.",
-        "properties": {
-            "id": _STRING,
-            "type": _STRING,
-            "function": {
-                "type": "object",
-                "properties": {"name": _STRING, "arguments": _STRING},
-                "required": ["name"],
-            },
-        },
-        "required": ["function"],
-    },
     "Disposition": {
         "type": "object",
         "description": "What the tool-call policy decided: runSync, runAsync, defer (with a reason), ...",
         "properties": {"tag": _STRING, "reason": _STRING},
         "required": ["tag"],
-    },
-    "ToolResult": {
-        "description": (
-            "A tool result: a string is a text result; otherwise an object typed text, json, media or mixed."
-        ),
-        "oneOf": [
-            {"type": "string"},
-            {
-                "type": "object",
-                "properties": {"type": {"type": "string", "enum": ["text"]}, "content": _STRING},
-                "required": ["type", "content"],
-            },
-            {
-                "type": "object",
-                "properties": {"type": {"type": "string", "enum": ["json"]}, "content": _ANY},
-                "required": ["type", "content"],
-            },
-            _MEDIA_PART,
-            {
-                "type": "object",
-                "properties": {
-                    "type": {"type": "string", "enum": ["mixed"]},
-                    "parts": {
-                        "type": "array",
-                        "items": {
-                            "oneOf": [
-                                {
-                                    "type": "object",
-                                    "properties": {"type": {"type": "string", "enum": ["text"]}, "text": _STRING},
-                                    "required": ["type", "text"],
-                                },
-                                _MEDIA_PART,
-                            ]
-                        },
-                    },
-                },
-                "required": ["type", "parts"],
-            },
-        ],
-    },
-    "MailBody": {
-        "description": "A piece of mail, tagged by `tag`; clients post userMessage, agentMessage and control.",
-        "oneOf": [
-            _tagged("userMessage", {"query": _ANY}, ["query"]),
-            _tagged(
-                "agentMessage",
-                {"text": _STRING, "inReplyTo": _NULLABLE_STRING, "expectsReply": {"type": "boolean"}},
-                ["text"],
-            ),
-            _tagged(
-                "control",
-                {
-                    "message": {
-                        "type": "object",
-                        "properties": {
-                            "tag": {
-                                "type": "string",
-                                "enum": ["pause", "resume", "stopRun", "cancelAllAttached", "cancelCalls"],
-                            },
-                            "toolCallIds": {"type": "array", "items": _STRING},
-                        },
-                        "required": ["tag"],
-                    }
-                },
-                ["message"],
-            ),
-            _tagged(
-                "toolCallFinished",
-                {
-                    "toolCallId": _STRING,
-                    "providerCallId": _STRING,
-                    "tool": _STRING,
-                    "state": {"type": "string", "enum": ["Completed", "Failed"]},
-                    "result": _ANY,
-                },
-                ["toolCallId", "state"],
-            ),
-            _tagged("continuationResult", {}),
-            _tagged("watchedEvent", {}),
-        ],
-    },
-    "MailSender": {
-        "description": "Who sent a piece of mail, tagged by `tag`.",
-        "oneOf": [
-            _tagged("user", {"owner": _NULLABLE_STRING}),
-            _tagged("session", {"sessionId": _STRING, "agent": _STRING}, ["sessionId"]),
-            _tagged("toolCall", {"toolCallId": _STRING}, ["toolCallId"]),
-            _tagged("system", {"source": _STRING}),
-        ],
-    },
-    "TrackedCall": {
-        "type": "object",
-        "description": "One call of a partial turn: its state, the call, and its result once final.",
-        "properties": {
-            "tcId": _STRING,
-            "tcState": {"type": "string", "enum": ["Ready", "Running", "Deferred", "Completed", "Failed"]},
-            "tcCall": _ref("ToolCall"),
-            "tcResult": _ANY,
-            "tcContinuation": _NULLABLE_STRING,
-            "tcPolicy": _ANY,
-        },
-        "required": ["tcState", "tcCall"],
-    },
-    "UserTurn": _tagged(
-        "UserTurn",
-        {
-            "contents": {
-                "type": "object",
-                "properties": {
-                    "userPrompt": _STRING,
-                    "userTools": {"type": "array", "items": _ANY},
-                    "userQuery": {"description": "a string, null, or {text, media} when media is attached"},
-                    "userToolResponses": {
-                        "type": "array",
-                        "description": "[call, response] pairs, one per call of the LLM turn before",
-                        "items": {"type": "array", "items": _ANY},
-                    },
-                },
-            },
-            "byteUsage": {"type": "object"},
-        },
-        ["contents"],
-    ),
-    "LlmTurn": _tagged(
-        "LlmTurn",
-        {
-            "contents": {
-                "type": "object",
-                "properties": {
-                    "llmResponse": {
-                        "description": "{rawResponse, responseText, responseThinking} (a string in older files)"
-                    },
-                    "llmToolCalls": {"type": "array", "items": _ref("ToolCall"), "nullable": True},
-                },
-            },
-            "byteUsage": {"type": "object"},
-        },
-        ["contents"],
-    ),
-    "PartialUserTurn": _tagged(
-        "PartialUserTurn",
-        {
-            "contents": {
-                "type": "object",
-                "description": (
-                    "A user turn whose calls are not all final: trackedCalls, or in files of older "
-                    "agents-exe versions completedResponses, pendingCalls and pendingContinuations"
-                ),
-                "properties": {
-                    "userPrompt": _STRING,
-                    "userTools": {"type": "array", "items": _ANY},
-                    "trackedCalls": {"type": "array", "items": _ref("TrackedCall")},
-                },
-            },
-        },
-        ["contents"],
-    ),
-    "Turn": {
-        "oneOf": [_ref("UserTurn"), _ref("LlmTurn"), _ref("PartialUserTurn")],
-        "discriminator": {
-            "propertyName": "tag",
-            "mapping": {name: f"#/components/schemas/{name}" for name in ("UserTurn", "LlmTurn", "PartialUserTurn")},
-        },
-    },
-    "SessionDocument": {
-        "type": "object",
-        "description": "The agents-exe session document, as its session files hold it; turns newest first.",
-        "properties": {
-            "sessionId": _STRING,
-            "turnId": _NULLABLE_STRING,
-            "forkedFromSessionId": _NULLABLE_STRING,
-            "sessionVersion": {"type": "integer"},
-            "mailCursor": {"type": "integer"},
-            "controlCursor": {"type": "integer"},
-            "turns": {"type": "array", "items": _ref("Turn")},
-        },
-        "required": ["turns"],
     },
     "JsonRpcMessage": {
         "type": "object",
@@ -345,7 +196,7 @@ def complete_schema(result: dict[str, Any], generator: Any, request: Any, public
         The document.
     """
     components = result.setdefault("components", {}).setdefault("schemas", {})
-    for name, schema in COMPONENTS.items():
+    for name, schema in {**COMPONENTS, **value_components()}.items():
         components.setdefault(name, schema)
     result.setdefault("paths", {}).update(STREAM_PATHS)
     return result

@@ -22,7 +22,7 @@ from django.conf import settings
 from agentsite.errors import ApiError
 from agentsite.isolation import IsolationSpec
 from agentsite.toolenv import base_environment
-from sessions_app.services.continuations import normalize_tool_result
+from sessions_app.values import normalize_tool_result
 from tools_app.base import Tool, ToolContext, ToolLookup, ToolResult, cap_result
 from tools_app.bash.process import run_process, tail_text
 from tools_app.bash.tool import BashTool
