@@ -36,6 +36,13 @@ CALL_STATES = ("Ready", "Running", "Deferred", "Completed", "Failed")
 
 _OPEN = ConfigDict(extra="allow")
 _JSON = Field(default=None, json_schema_extra={"nullable": True})
+# checked by every turn's validator (``_check_contents``): OpenAPI 3.0 cannot say "text, an
+# object or null" in a way its validators read
+_QUERY = Field(
+    default=None,
+    description="a string, null, or {text, media} when media is attached",
+    json_schema_extra={"nullable": True},
+)
 
 
 class Unreadable(Exception):  # noqa: N818 - the reason a value is refused, not a failure of the code
@@ -102,9 +109,7 @@ class UserContents(BaseModel):
 
     userPrompt: Any = Field(default=None, json_schema_extra={"type": "string"})
     userTools: Any = Field(default=None, json_schema_extra={"type": "array", "items": {}})
-    userQuery: StrictStr | dict[str, Any] | None = Field(
-        default=None, description="a string, null, or {text, media} when media is attached"
-    )
+    userQuery: Any = _QUERY
     userToolResponses: list[ToolResponsePair] | None = Field(
         default=None, description="[call, response] pairs, one per call of the LLM turn before"
     )
@@ -119,7 +124,7 @@ class LlmContents(BaseModel):
         default=None, description="{rawResponse, responseText, responseThinking} (a string in older files)"
     )
     llmToolCalls: list[ToolCall] | None = None
-    userQuery: StrictStr | dict[str, Any] | None = None
+    userQuery: Any = _QUERY
 
 
 class TrackedCall(BaseModel):
@@ -144,7 +149,7 @@ class PartialContents(BaseModel):
 
     userPrompt: Any = Field(default=None, json_schema_extra={"type": "string"})
     userTools: Any = Field(default=None, json_schema_extra={"type": "array", "items": {}})
-    userQuery: StrictStr | dict[str, Any] | None = None
+    userQuery: Any = _QUERY
     trackedCalls: list[TrackedCall] = []
     completedResponses: list[Any] = []
     pendingCalls: list[ToolCall] = []
@@ -153,6 +158,8 @@ class PartialContents(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> PartialContents:
+        if not isinstance(data, dict):
+            raise Unreadable("the contents of a PartialUserTurn are not a JSON object")
         for key in ("trackedCalls", *LEGACY_PARTIAL_KEYS):
             if key in data and not isinstance(data[key], list):
                 raise Unreadable(f"the {key} of a PartialUserTurn are not a list")

@@ -314,7 +314,7 @@ class AgentMessage(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> AgentMessage:
-        if not isinstance(data.get("text"), str):
+        if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             raise BadRequest('an agentMessage needs a string "text"')
         if not isinstance(data.get("expectsReply", False), bool):
             raise BadRequest("expectsReply must be true or false")
@@ -368,7 +368,7 @@ class ControlMail(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> ControlMail:
-        ControlMessage.model_validate(data.get("message"))
+        ControlMessage.model_validate(data.get("message") if isinstance(data, dict) else None)
         return handler(data)  # type: ignore[no-any-return]
 
     def wire(self) -> dict[str, Any]:
