@@ -281,11 +281,15 @@ class QueryWithMedia(BaseModel):
         return [QueryMedia.model_validate(item, context={"where": f"query.media[{i}]"}) for i, item in enumerate(value)]
 
 
+class UserQuery(RootModel[StrictStr | QueryWithMedia]):
+    """The query of a ``userMessage``: a string, or text with media."""
+
+
 class UserMessage(BaseModel):
     """``{"tag": "userMessage", "query"}``: a string, or text with media."""
 
     tag: Literal["userMessage"]
-    query: StrictStr | QueryWithMedia
+    query: UserQuery
 
     @model_validator(mode="wrap")
     @classmethod
@@ -297,10 +301,11 @@ class UserMessage(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """The body as stored: ``query`` a string or ``{"text", "media": [...]}``."""
-        if isinstance(self.query, str):
-            return {"tag": self.tag, "query": self.query}
-        media = [item.model_dump(exclude_unset=True) for item in self.query.media]
-        return {"tag": self.tag, "query": {"text": self.query.text, "media": media}}
+        query = self.query.root
+        if isinstance(query, str):
+            return {"tag": self.tag, "query": query}
+        media = [item.model_dump(exclude_unset=True) for item in query.media]
+        return {"tag": self.tag, "query": {"text": query.text, "media": media}}
 
 
 class AgentMessage(BaseModel):

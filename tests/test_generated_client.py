@@ -1,6 +1,7 @@
 """A client generated from the served ``/openapi.json`` works (issue 25, acceptance 3):
 openapi-python-client generates it without a warning, and its models post continuations, a plain
-string result and a mixed one, to a real server (the README's weather walkthrough)."""
+string result and a mixed one, to a real server (the flow of the README's weather walkthrough: a
+deferred call, its result posted, the run goes on to the model's answer)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,19 @@ from typing import Any
 
 import pytest
 
-from tests.demo import demo_agents, demo_script
-from tests.harness import Server
+from tests.harness import Server, write_agent
 
 PACKAGE = "agents_server_client"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
+SCRIPT = {
+    "rules": [
+        {
+            "when": {"last_role": "user", "last_contains": "Weather in Paris?"},
+            "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+        },
+        {"reply": {"content": "The weather in Paris: {last_content}"}},
+    ]
+}
 
 
 def _generate(server: Server, directory: Path) -> subprocess.CompletedProcess[str]:
@@ -50,9 +59,10 @@ def _generate(server: Server, directory: Path) -> subprocess.CompletedProcess[st
 
 @pytest.fixture
 def weather(tmp_path: Path, llm_server: Callable[..., Any], start_server: Callable[..., Server]) -> Server:
-    """``agents serve`` with the weather agent, which defers every call."""
-    llm = llm_server(demo_script())
-    return start_server(demo_agents(tmp_path, llm.url))
+    """``agents serve`` with a weather agent, which defers every call."""
+    llm = llm_server(SCRIPT)
+    policy = {"default": {"tag": "defer", "reason": "weather service"}}
+    return start_server([write_agent(tmp_path, "weather", llm.url, toolCallPolicyConfig=policy)])
 
 
 @pytest.fixture
@@ -70,7 +80,8 @@ def generated(weather: Server, tmp_path: Path) -> Iterator[tuple[subprocess.Comp
 
 def _deferred(server: Server) -> tuple[str, str]:
     """A weather session waiting for its call's result: ``(session_id, continuation token)``."""
-    created = server.client.post("/v1/sessions?wait=true", content=json.dumps({"agent": "weather", "prompt": "Paris?"}))
+    body = json.dumps({"agent": "weather", "prompt": "Weather in Paris?"})
+    created = server.client.post("/v1/sessions?wait=true", content=body)
     assert created.status_code == 201, created.text
     [pending] = created.json()["pending"]
     return created.json()["session_id"], pending["continuation_token"]

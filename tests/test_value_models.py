@@ -110,7 +110,7 @@ def _unions(schema: Any, where: str) -> Iterator[str]:
 
 def test_every_value_union_is_a_component_of_references() -> None:
     components = openapi_document()["components"]["schemas"]
-    for name in ("ToolResult", "TypedToolResult", "MixedPart", "MailBody", "MailSender", "Turn"):
+    for name in ("ToolResult", "TypedToolResult", "MixedPart", "UserQuery", "MailBody", "MailSender", "Turn"):
         union = components[name].get("oneOf") or components[name]["anyOf"]
         assert all("$ref" in branch or set(branch) == {"type"} for branch in union), name
     for name in ("MixedResult", "MediaPart", "TextPart", "UserMessage", "QueryWithMedia", "ControlMail",
