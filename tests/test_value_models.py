@@ -54,6 +54,7 @@ BODIES = [
     ({"tag": "agentMessage"}, 'an agentMessage needs a string "text"'),
     ({"tag": "agentMessage", "text": "x", "expectsReply": "yes"}, "expectsReply must be true or false"),
     ({"tag": "agentMessage", "text": "x", "inReplyTo": "a\u0000"}, "inReplyTo: Null characters are not allowed."),
+    ({"tag": "agentMessage", "text": "x", "inReplyTo": 7}, "inReplyTo must be a string or null"),
     ({"tag": "control", "message": {"tag": "halt"}},
      'a control needs "message": {"tag": one of cancelAllAttached, cancelCalls, pause, resume, stopRun}'),
     ({"tag": "control", "message": {"tag": "cancelCalls", "toolCallIds": "c1"}},
