@@ -22,7 +22,7 @@ from django.conf import settings
 from foundation.errors import ApiError
 from foundation.isolation import IsolationSpec
 from foundation.toolenv import base_environment
-from sessions_app.services.continuations import normalize_tool_result
+from sessions_app.values import normalize_tool_result
 from tools_app.base import Tool, ToolContext, ToolLookup, ToolResult, cap_result
 from tools_app.bash.process import run_process, tail_text
 from tools_app.bash.tool import BashTool

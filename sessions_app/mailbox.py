@@ -11,29 +11,14 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from enum import StrEnum
 from typing import Any
 
-from foundation.api import require_name
-from foundation.common import is_base64, rfc3339
-from foundation.errors import BadRequest
+from foundation.common import rfc3339
 from sessions_app import background
 from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session
+from sessions_app.values import Control
 
-
-class Control(StrEnum):
-    """The control messages a run consumes (``{"tag": "control", "message": {"tag": ...}}``)."""
-
-    PAUSE = "pause"
-    RESUME = "resume"
-    STOP_RUN = "stopRun"
-    CANCEL_ALL_ATTACHED = "cancelAllAttached"
-    CANCEL_CALLS = "cancelCalls"
-
-
-CONTROL_TAGS = frozenset(Control)
-BODY_TAGS = {"userMessage", "agentMessage", "control", "toolCallFinished", "continuationResult", "watchedEvent"}
 PAUSE = {"tag": "control", "message": {"tag": Control.PAUSE.value}}
 RESUME = {"tag": "control", "message": {"tag": Control.RESUME.value}}
 STOP_RUN = {"tag": "control", "message": {"tag": Control.STOP_RUN.value}}
@@ -41,67 +26,6 @@ CANCEL_ALL_ATTACHED = {"tag": "control", "message": {"tag": Control.CANCEL_ALL_A
 
 #: Mail kinds an agent's ``wakeOn`` may list, and its default (docs/sessions.md §6.5).
 DEFAULT_WAKE_ON = ["user", "tool", "parent", "child"]
-
-
-def validate_body(body: Any) -> dict[str, Any]:
-    """Check a MailBody posted by a client and return it: its text is kept as sent, NUL
-    characters included; its names and ids refuse them (docs/api.md §1.6).
-
-    Raises:
-        ApiError: 400 ``bad_request`` naming what is wrong.
-    """
-    if not isinstance(body, dict) or not isinstance(body.get("tag"), str):
-        raise BadRequest('body must be a MailBody object with a "tag"')
-    tag = body["tag"]
-    if tag not in BODY_TAGS:
-        raise BadRequest(f"unknown mail tag {tag!r}; expected one of {', '.join(sorted(BODY_TAGS))}")
-    if tag == "userMessage":
-        query = body.get("query")
-        if isinstance(query, str):
-            return {"tag": tag, "query": query}
-        if not isinstance(query, dict) or not isinstance(query.get("text", ""), str):
-            raise BadRequest('a userMessage needs "query": a string or {"text", "media"}')
-        media = query.get("media") or []
-        if not isinstance(media, list):
-            raise BadRequest("query.media must be a list")
-        for index, item in enumerate(media):
-            if not (
-                isinstance(item, dict)
-                and isinstance(item.get("mimeType"), str)
-                and isinstance(item.get("base64Data"), str)
-                and is_base64(item["base64Data"])
-            ):
-                raise BadRequest(f"query.media[{index}] needs a string mimeType and base64 base64Data")
-            require_name(item["mimeType"], f"query.media[{index}].mimeType")
-            if isinstance(item.get("filename"), str):
-                require_name(item["filename"], f"query.media[{index}].filename")
-        return {"tag": tag, "query": {"text": query.get("text", ""), "media": media}}
-    if tag == "agentMessage":
-        if not isinstance(body.get("text"), str):
-            raise BadRequest('an agentMessage needs a string "text"')
-        if not isinstance(body.get("expectsReply", False), bool):
-            raise BadRequest("expectsReply must be true or false")
-        if isinstance(body.get("inReplyTo"), str):
-            require_name(body["inReplyTo"], "inReplyTo")
-        return {
-            "tag": tag,
-            "text": body["text"],
-            "inReplyTo": body.get("inReplyTo"),
-            "expectsReply": body.get("expectsReply", False),
-        }
-    if tag == "control":
-        message = body.get("message")
-        if not isinstance(message, dict) or message.get("tag") not in CONTROL_TAGS:
-            raise BadRequest(f'a control needs "message": {{"tag": one of {", ".join(sorted(CONTROL_TAGS))}}}')
-        if message["tag"] == Control.CANCEL_CALLS:
-            ids = message.get("toolCallIds")
-            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-                raise BadRequest("cancelCalls needs a list of toolCallIds")
-            for tool_call_id in ids:
-                require_name(tool_call_id, "toolCallIds")
-            return {"tag": tag, "message": {"tag": Control.CANCEL_CALLS.value, "toolCallIds": ids}}
-        return {"tag": tag, "message": {"tag": message["tag"]}}
-    raise BadRequest(f"{tag} mail is produced by the server and cannot be posted")
 
 
 def is_control(envelope: MailEnvelope) -> bool:

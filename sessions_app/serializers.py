@@ -24,6 +24,8 @@ from foundation.errors import BadRequest, PayloadTooLarge, UnknownSession
 from sessions_app import selectors
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
+from sessions_app.turns import SESSION_DOCUMENT_REF, TOOL_CALL_REF
+from sessions_app.values import MAIL_BODY_REF, MAIL_SENDER_REF, TOOL_RESULT_REF
 
 
 class StrictCharField(serializers.CharField):
@@ -55,7 +57,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-@extend_schema_field({"$ref": "#/components/schemas/SessionDocument"})
+@extend_schema_field(SESSION_DOCUMENT_REF)
 class SessionDocumentField(serializers.JSONField):
     """The agents-exe session document (turns newest first)."""
 
@@ -75,7 +77,7 @@ class ParamsInputField(serializers.JSONField):
         return data
 
 
-@extend_schema_field({"$ref": "#/components/schemas/ToolCall"})
+@extend_schema_field(TOOL_CALL_REF)
 class ToolCallField(serializers.JSONField):
     """An OpenAI tool call as the model sent it."""
 
@@ -85,17 +87,17 @@ class DispositionField(serializers.JSONField):
     """What the tool-call policy decided for a call."""
 
 
-@extend_schema_field({"$ref": "#/components/schemas/ToolResult"})
+@extend_schema_field(TOOL_RESULT_REF)
 class ToolResultField(serializers.JSONField):
     """A tool result: a string (text) or a typed object."""
 
 
-@extend_schema_field({"$ref": "#/components/schemas/MailBody"})
+@extend_schema_field(MAIL_BODY_REF)
 class MailBodyField(serializers.JSONField):
     """A MailBody, tagged by ``tag``."""
 
 
-@extend_schema_field({"$ref": "#/components/schemas/MailSender"})
+@extend_schema_field(MAIL_SENDER_REF)
 class MailSenderField(serializers.JSONField):
     """Who sent a piece of mail, tagged by ``tag``."""
 

@@ -32,7 +32,7 @@ from foundation.auth import caller, new_session_token
 from foundation.common import render
 from foundation.errors import BadRequest, UnknownSession, UnknownToken
 from sessions_app import document as doc
-from sessions_app import mailbox, selectors
+from sessions_app import selectors, values
 from sessions_app.idempotent import (
     IDEMPOTENCY_KEY_PARAMETER,
     DeferredWait,
@@ -62,6 +62,7 @@ from sessions_app.serializers import (
 )
 from sessions_app.services import continuations, owner, sessions, tree
 from sessions_app.services import mail as mail_services
+from sessions_app.turns import SESSION_DOCUMENT_REF
 
 #: Seconds a cancel waits for the run to stop before answering.
 CANCEL_WAIT_SECONDS = 30.0
@@ -221,7 +222,7 @@ class SessionViewSet(ApiViewSet):
     @extend_schema(
         operation_id="exportSession",
         parameters=[SESSION_ID],
-        responses={200: {"$ref": "#/components/schemas/SessionDocument"}, **error_responses(403, 404, 422)},
+        responses={200: SESSION_DOCUMENT_REF, **error_responses(403, 404, 422)},
     )
     @action(detail=True, methods=["get"])
     def export(self, request: Request, session_id: str) -> Response:
@@ -334,7 +335,7 @@ class SessionViewSet(ApiViewSet):
         sid = _found(session_id).pk
         posted = json_object_body(request)
         data = validated(MailSerializer, posted)
-        body = mailbox.validate_body(posted.get("body"))
+        body = values.validate_body(posted.get("body"))
         receipt = mail_services.mail_send(
             session_id=sid,
             body=body,

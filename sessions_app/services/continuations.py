@@ -9,8 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from agents_app.runtime import runtime_agent
-from foundation.api import require_name, require_unicode
-from foundation.common import db_now, is_base64
+from foundation.common import db_now
 from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
 from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run, publish_deferred_call
@@ -18,60 +17,8 @@ from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewContinuation
 from sessions_app.services import params as values
 from sessions_app.store import lock_session, run_fields, run_requested, store, store_params
+from sessions_app.values import normalize_tool_result
 from tools_app.policy import flatten_disposition
-
-
-def normalize_tool_result(result: Any) -> Any:
-    """Check a continuation ``result`` (docs/api.md §5.4) and return it in document form.
-
-    A JSON string is a text result (stored as a bare string, as agents-exe writes text);
-    otherwise ``{"type": "text"|"json"|"media"|"mixed", ...}``.
-
-    Raises:
-        ApiError: 400 ``bad_request`` naming what is wrong.
-    """
-    require_unicode(result, "result")
-    if isinstance(result, str):
-        return result
-    if not isinstance(result, dict) or "type" not in result:
-        raise BadRequest('result must be a string or an object with "type" (text, json, media or mixed)')
-    kind = result["type"]
-    if kind == "text":
-        if not isinstance(result.get("content"), str):
-            raise BadRequest('a "text" result needs a string "content"')
-        return result["content"]
-    if kind == "json":
-        if "content" not in result:
-            raise BadRequest('a "json" result needs "content"')
-        return {"type": "json", "content": result["content"]}
-    if kind == "media":
-        return _check_media(result, "result")
-    if kind == "mixed":
-        parts = result.get("parts")
-        if not isinstance(parts, list):
-            raise BadRequest('a "mixed" result needs a list of "parts"')
-        checked = []
-        for index, part in enumerate(parts):
-            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                checked.append({"type": "text", "text": part["text"]})
-            elif isinstance(part, dict) and part.get("type") == "media":
-                checked.append(_check_media(part, f"parts[{index}]"))
-            else:
-                raise BadRequest(f'parts[{index}] must be {{"type": "text", "text"}} or a media part')
-        return {"type": "mixed", "parts": checked}
-    raise BadRequest(f"unknown result type {kind!r}; expected text, json, media or mixed")
-
-
-def _check_media(value: dict[str, Any], where: str) -> dict[str, Any]:
-    if not isinstance(value.get("mimeType"), str) or not isinstance(value.get("base64Data"), str):
-        raise BadRequest(f'{where}: a media part needs string "mimeType" and "base64Data"')
-    if not is_base64(value["base64Data"]):
-        raise BadRequest(f"{where}: base64Data is not valid base64")
-    mime = require_name(value["mimeType"], f"{where}.mimeType")
-    media = {"type": "media", "mimeType": mime, "base64Data": value["base64Data"]}
-    if isinstance(value.get("filename"), str):
-        media["filename"] = require_name(value["filename"], f"{where}.filename")
-    return media
 
 
 def continuation_complete(
