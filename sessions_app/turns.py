@@ -11,7 +11,8 @@ message of the first thing that fails.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -21,10 +22,10 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
-    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic.functional_validators import ModelWrapValidatorHandler
 
 from foundation.openapi import schema_ref
 from sessions_app.document import LEGACY_PARTIAL_KEYS
@@ -52,7 +53,11 @@ class Unreadable(Exception):  # noqa: N818 - the reason a value is refused, not 
     """
 
 
-def _shaped(handler: ValidatorFunctionWrapHandler, data: Any, message: str) -> Any:
+#: What a validating call returns.
+_Validated = TypeVar("_Validated")
+
+
+def _shaped(handler: Callable[[Any], _Validated], data: Any, message: str) -> _Validated:
     """``handler(data)``, with any shape error Pydantic finds raised as :class:`Unreadable`."""
     try:
         return handler(data)
@@ -157,7 +162,7 @@ class PartialContents(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> PartialContents:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict):
             raise Unreadable("the contents of a PartialUserTurn are not a JSON object")
         for key in ("trackedCalls", *LEGACY_PARTIAL_KEYS):
@@ -175,7 +180,7 @@ class PartialContents(BaseModel):
                 tc,
                 f"trackedCalls[{index}] of a PartialUserTurn needs a tcId and a tcCall object",
             )
-        return _shaped(handler, data, "the contents of a PartialUserTurn are not readable")  # type: ignore[no-any-return]
+        return _shaped(handler, data, "the contents of a PartialUserTurn are not readable")
 
 
 def _check_contents(tag: str, data: Any) -> None:
@@ -198,14 +203,14 @@ class UserTurn(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> UserTurn:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         _check_contents("UserTurn", data)
         pairs = data["contents"].get("userToolResponses") or []
         if not isinstance(pairs, list) or not all(
             isinstance(pair, list) and len(pair) == 2 and _is_call(pair[0]) for pair in pairs
         ):
             raise Unreadable("the userToolResponses of a UserTurn are not a list of [call, response] pairs")
-        return _shaped(handler, data, "the contents of a UserTurn are not readable")  # type: ignore[no-any-return]
+        return _shaped(handler, data, "the contents of a UserTurn are not readable")
 
 
 class LlmTurn(BaseModel):
@@ -219,12 +224,12 @@ class LlmTurn(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> LlmTurn:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         _check_contents("LlmTurn", data)
         calls = data["contents"].get("llmToolCalls") or []
         if not isinstance(calls, list) or not all(_is_call(call) for call in calls):
             raise Unreadable("the llmToolCalls of an LlmTurn are not a list of tool calls")
-        return _shaped(handler, data, "the contents of an LlmTurn are not readable")  # type: ignore[no-any-return]
+        return _shaped(handler, data, "the contents of an LlmTurn are not readable")
 
 
 class PartialUserTurn(BaseModel):
@@ -237,9 +242,9 @@ class PartialUserTurn(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> PartialUserTurn:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         _check_contents("PartialUserTurn", data)
-        return handler(data)  # type: ignore[no-any-return]
+        return handler(data)
 
 
 class Turn(RootModel[Annotated[UserTurn | LlmTurn | PartialUserTurn, Field(discriminator="tag")]]):
@@ -247,12 +252,12 @@ class Turn(RootModel[Annotated[UserTurn | LlmTurn | PartialUserTurn, Field(discr
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Turn:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict):
             raise Unreadable("a turn is not a JSON object")
         if data.get("tag") not in TURN_TAGS:
             raise Unreadable(f"unknown turn tag {data.get('tag')!r} (expected {', '.join(TURN_TAGS)})")
-        return handler(data)  # type: ignore[no-any-return]
+        return handler(data)
 
 
 class _Header(BaseModel):
@@ -274,7 +279,7 @@ class DocumentHeader(_Header):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> DocumentHeader:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict):
             raise Unreadable("the document is not a JSON object")
         if not isinstance(data.get("turns") or [], list):
@@ -284,7 +289,7 @@ class DocumentHeader(_Header):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise Unreadable(f"{key} is not an integer")
         header = {key: value for key, value in data.items() if key != "turns"}
-        return _shaped(handler, header, "the document is not readable")  # type: ignore[no-any-return]
+        return _shaped(handler, header, "the document is not readable")
 
 
 class SessionDocument(_Header):
@@ -294,14 +299,14 @@ class SessionDocument(_Header):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> SessionDocument:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         DocumentHeader.model_validate(data)
         for index, turn in enumerate(data.get("turns") or []):
             try:
                 Turn.model_validate(turn)
             except Unreadable as error:
                 raise Unreadable(f"turns[{index}]: {error}") from None
-        return handler({**data, "turns": data.get("turns") or []})  # type: ignore[no-any-return]
+        return handler({**data, "turns": data.get("turns") or []})
 
 
 SESSION_DOCUMENT_REF = schema_ref(SessionDocument)

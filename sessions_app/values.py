@@ -13,8 +13,9 @@ a ``ValueError``, so Pydantic lets it through unchanged), with the messages docs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -25,10 +26,10 @@ from pydantic import (
     StrictStr,
     ValidationError,
     ValidationInfo,
-    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic.functional_validators import ModelWrapValidatorHandler
 
 from foundation.api import require_name, require_unicode
 from foundation.common import is_base64
@@ -50,7 +51,11 @@ def _where(info: ValidationInfo, default: str) -> str:
     return str(context.get("where", default))
 
 
-def _checked(handler: ValidatorFunctionWrapHandler, data: Any, message: str) -> Any:
+#: What a validating call returns.
+_Validated = TypeVar("_Validated")
+
+
+def _checked(handler: Callable[[Any], _Validated], data: Any, message: str) -> _Validated:
     """``handler(data)``, with any shape error Pydantic finds answered as ``message``."""
     try:
         return handler(data)
@@ -73,9 +78,9 @@ class MediaPart(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> MediaPart:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo) -> Self:
         where = _where(info, "result")
-        part: MediaPart = _checked(handler, data, f'{where}: a media part needs string "mimeType" and "base64Data"')
+        part = _checked(handler, data, f'{where}: a media part needs string "mimeType" and "base64Data"')
         if not is_base64(part.base64Data):
             raise BadRequest(f"{where}: base64Data is not valid base64")
         require_name(part.mimeType, f"{where}.mimeType")
@@ -104,14 +109,14 @@ class MixedPart(RootModel[Annotated[TextPart | MediaPart, Field(discriminator="t
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> MixedPart:
-        if isinstance(data, MixedPart):
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo) -> Self:
+        if isinstance(data, cls):
             return data
         where = _where(info, "parts[0]")
         message = f'{where} must be {{"type": "text", "text"}} or a media part'
         if not isinstance(data, dict) or data.get("type") not in (_tag_of(TextPart, "type"), "media"):
             raise BadRequest(message)
-        return _checked(handler, data, message)  # type: ignore[no-any-return]
+        return _checked(handler, data, message)
 
 
 class TextResult(BaseModel):
@@ -122,8 +127,8 @@ class TextResult(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> TextResult:
-        return _checked(handler, data, 'a "text" result needs a string "content"')  # type: ignore[no-any-return]
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        return _checked(handler, data, 'a "text" result needs a string "content"')
 
     def document_form(self) -> str:
         """The result as the session document stores it: the text itself, as agents-exe writes it."""
@@ -138,8 +143,8 @@ class JsonResult(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> JsonResult:
-        return _checked(handler, data, 'a "json" result needs "content"')  # type: ignore[no-any-return]
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        return _checked(handler, data, 'a "json" result needs "content"')
 
     def document_form(self) -> dict[str, Any]:
         """The result as the session document stores it."""
@@ -154,8 +159,8 @@ class MixedResult(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> MixedResult:
-        return _checked(handler, data, 'a "mixed" result needs a list of "parts"')  # type: ignore[no-any-return]
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        return _checked(handler, data, 'a "mixed" result needs a list of "parts"')
 
     @field_validator("parts", mode="before")
     @classmethod
@@ -185,12 +190,12 @@ class TypedToolResult(
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> TypedToolResult:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict) or "type" not in data:
             raise BadRequest('result must be a string or an object with "type" (text, json, media or mixed)')
         if data["type"] not in {_tag_of(model, "type") for model in TYPED_RESULTS}:
             raise BadRequest(f"unknown result type {data['type']!r}; expected text, json, media or mixed")
-        return handler(data)  # type: ignore[no-any-return]
+        return handler(data)
 
 
 class ToolResult(RootModel[StrictStr | TypedToolResult]):
@@ -199,7 +204,7 @@ class ToolResult(RootModel[StrictStr | TypedToolResult]):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> ToolResult:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         require_unicode(data, "result")
         if isinstance(data, str):
             return cls.model_construct(data)
@@ -246,10 +251,10 @@ class QueryMedia(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> QueryMedia:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo) -> Self:
         where = _where(info, "query.media[0]")
         message = f"{where} needs a string mimeType and base64 base64Data"
-        item: QueryMedia = _checked(handler, data, message)
+        item = _checked(handler, data, message)
         if not is_base64(item.base64Data):
             raise BadRequest(message)
         require_name(item.mimeType, f"{where}.mimeType")
@@ -266,10 +271,10 @@ class QueryWithMedia(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> QueryWithMedia:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict) or not isinstance(data.get("text", ""), str):
             raise BadRequest('a userMessage needs "query": a string or {"text", "media"}')
-        return handler(data)  # type: ignore[no-any-return]
+        return handler(data)
 
     @field_validator("media", mode="before")
     @classmethod
@@ -293,11 +298,11 @@ class UserMessage(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> UserMessage:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if isinstance(data, dict) and not isinstance(data.get("query"), str):
             # the query's own checks name what is wrong in it
             QueryWithMedia.model_validate(data.get("query"))
-        return handler(data)  # type: ignore[no-any-return]
+        return handler(data)
 
     def wire(self) -> dict[str, Any]:
         """The body as stored: ``query`` a string or ``{"text", "media": [...]}``."""
@@ -318,12 +323,12 @@ class AgentMessage(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> AgentMessage:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             raise BadRequest('an agentMessage needs a string "text"')
         if not isinstance(data.get("expectsReply", False), bool):
             raise BadRequest("expectsReply must be true or false")
-        message: AgentMessage = _checked(handler, data, "inReplyTo must be a string or null")
+        message = _checked(handler, data, "inReplyTo must be a string or null")
         if message.inReplyTo is not None:
             require_name(message.inReplyTo, "inReplyTo")
         return message
@@ -345,12 +350,12 @@ class ControlMessage(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> ControlMessage:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict) or data.get("tag") not in set(Control):
             raise BadRequest(_CONTROL_REFUSAL)
         if data["tag"] != Control.CANCEL_CALLS:
             return cls.model_construct(tag=Control(data["tag"]))
-        message: ControlMessage = _checked(handler, data, "cancelCalls needs a list of toolCallIds")
+        message = _checked(handler, data, "cancelCalls needs a list of toolCallIds")
         if message.toolCallIds is None:
             raise BadRequest("cancelCalls needs a list of toolCallIds")
         for tool_call_id in message.toolCallIds:
@@ -372,9 +377,9 @@ class ControlMail(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> ControlMail:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         ControlMessage.model_validate(data.get("message") if isinstance(data, dict) else None)
-        return handler(data)  # type: ignore[no-any-return]
+        return handler(data)
 
     def wire(self) -> dict[str, Any]:
         """The body as stored."""
@@ -434,7 +439,7 @@ class MailBody(
 
     @model_validator(mode="wrap")
     @classmethod
-    def _refuse(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> MailBody:
+    def _refuse(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict) or not isinstance(data.get("tag"), str):
             raise BadRequest('body must be a MailBody object with a "tag"')
         tag = data["tag"]
@@ -442,7 +447,7 @@ class MailBody(
             raise BadRequest(f"unknown mail tag {tag!r}; expected one of {', '.join(sorted(BODY_TAGS))}")
         if tag not in POSTED_TAGS:
             raise BadRequest(f"{tag} mail is produced by the server and cannot be posted")
-        return handler(data)  # type: ignore[no-any-return]
+        return handler(data)
 
 
 def validate_body(body: Any) -> dict[str, Any]:
