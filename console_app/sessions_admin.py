@@ -25,9 +25,9 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
 
+from agentfiles import document as doc
 from console_app.readonly import ReadOnlyAdmin
 from foundation.errors import ApiError
-from sessions_app import document as doc
 from sessions_app.models import Continuation, Event, MailEnvelope, Session
 from sessions_app.services import continuations
 

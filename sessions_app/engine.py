@@ -25,6 +25,7 @@ from django.db import close_old_connections
 
 from agentfiles.bindings import ScopedBinding
 from agentfiles.parameters import ParamValue
+from agentfiles.session_document import CallState, SessionDocument, TrackedCall
 from agents_app.llm import LlmCancelled, complete
 from agents_app.narrowing import NarrowingError, derived_table, prepare_helper_call
 from agents_app.runtime import RuntimeAgent, runtime_agent
@@ -39,7 +40,6 @@ from sessions_app.event_types import (
 )
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
-from sessions_app.session_document import CallState, SessionDocument, TrackedCall
 from tools_app.activation import hidden_text
 from tools_app.base import ToolContext
 from tools_app.subagent import SubAgentTool

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
-from sessions_app.document import render_tool_response
+from agentfiles.document import render_tool_response
 
 
 class EventKind(StrEnum):

@@ -13,9 +13,9 @@ import json
 import uuid
 from typing import Any
 
+from agentfiles import document as doc
 from foundation.common import rfc3339
 from sessions_app import background
-from sessions_app import document as doc
 from sessions_app.models import MailEnvelope, Session
 from sessions_app.values import Control
 

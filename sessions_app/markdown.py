@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sessions_app.document import response_text, tool_calls_of, tracked_calls, unwrap_response
+from agentfiles.document import response_text, tool_calls_of, tracked_calls, unwrap_response
 
 #: How tool-call results and arguments are shown.
 MODES = ("hidden", "shown", "elided")

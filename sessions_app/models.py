@@ -17,10 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from agentfiles.document import pending_calls
+from agentfiles.document_shape import header_problem, turn_problem
 from foundation.common import TextJSONField, dump_json_text
 from foundation.errors import UnreadableSession
-from sessions_app.document import pending_calls
-from sessions_app.document_shape import header_problem, turn_problem
 
 
 class Session(models.Model):
@@ -141,7 +141,7 @@ class Session(models.Model):
         same version (:data:`DOCUMENTS`); a newer version reads only the turns written since.
 
         Raises:
-            UnreadableSession: a row this server cannot read (``sessions_app.document_shape``).
+            UnreadableSession: a row this server cannot read (``agentfiles.document_shape``).
         """
         return DOCUMENTS.get(self)
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfiles.parameters import ParamValue
+from agentfiles.session_document import SessionDocument
 from agents_app.narrowing import Narrowing
-from sessions_app.session_document import SessionDocument
 
 
 @dataclass

@@ -20,8 +20,8 @@ from django.db import close_old_connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from agentfiles import document as doc
 from agents_app.runtime import runtime_agent
-from sessions_app import document as doc
 from sessions_app import hub
 from sessions_app.background import CANCELLED_TEXT, ORPHANED_TEXT
 from sessions_app.models import BackgroundCall, MailEnvelope, Session

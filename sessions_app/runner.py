@@ -24,8 +24,10 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agentfiles import document as doc
 from agentfiles.bindings import ScopedBinding
 from agentfiles.keys import fallback_api_key
+from agentfiles.session_document import CallState, SessionDocument, TrackedCall
 from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
 from agents_app.registry import get_registry
@@ -35,7 +37,6 @@ from foundation.common import db_now
 from foundation.errors import UnreadableSession
 from foundation.redaction import redact, redact_urls
 from sessions_app import background, events, hub, mailbox
-from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_background_call, send_background_call, send_run
 from sessions_app.engine import (
     DETACHED_BY_INTERRUPT,
@@ -63,7 +64,6 @@ from sessions_app.outcomes import StepResult
 from sessions_app.services import params as values
 from sessions_app.services.continuations import apply_completed_continuations, create_continuations, mark_applied
 from sessions_app.services.tree import child_create, deliver_to_parent
-from sessions_app.session_document import CallState, SessionDocument, TrackedCall
 from sessions_app.started import StartedCalls, forget_started
 from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
 from tools_app.policy import flatten_disposition

@@ -18,13 +18,13 @@ from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agentfiles.turns import SESSION_DOCUMENT_REF, TOOL_CALL_REF
 from foundation.api import parse_uuid
 from foundation.common import Rfc3339Field, is_base64, render
 from foundation.errors import BadRequest, PayloadTooLarge, UnknownSession
 from sessions_app import selectors
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
-from sessions_app.turns import SESSION_DOCUMENT_REF, TOOL_CALL_REF
 from sessions_app.values import MAIL_BODY_REF, MAIL_SENDER_REF, TOOL_RESULT_REF
 
 

@@ -19,6 +19,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentfiles import document as doc
+from agentfiles.turns import SESSION_DOCUMENT_REF
 from foundation.api import (
     ApiViewSet,
     error_responses,
@@ -31,7 +33,6 @@ from foundation.api import (
 from foundation.auth import caller, new_session_token
 from foundation.common import render
 from foundation.errors import BadRequest, UnknownSession, UnknownToken
-from sessions_app import document as doc
 from sessions_app import selectors, values
 from sessions_app.idempotent import (
     IDEMPOTENCY_KEY_PARAMETER,
@@ -62,7 +63,6 @@ from sessions_app.serializers import (
 )
 from sessions_app.services import continuations, owner, sessions, tree
 from sessions_app.services import mail as mail_services
-from sessions_app.turns import SESSION_DOCUMENT_REF
 
 #: Seconds a cancel waits for the run to stop before answering.
 CANCEL_WAIT_SECONDS = 30.0

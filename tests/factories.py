@@ -18,10 +18,10 @@ from typing import Any
 import factory
 from django.db import transaction
 
+from agentfiles import document as doc
 from agents_app import services as agent_services
 from agents_app.models import StoredAgent
 from foundation.auth import Principal
-from sessions_app import document as doc
 from sessions_app.models import Continuation, MailEnvelope, Session
 from sessions_app.services.continuations import adopt_deferred_calls
 from sessions_app.services.mail import append_mail

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentfiles.document import status_of
+from agentfiles.document_shape import document_problem
 from devtools.mockllm import MockLlmServer
-from sessions_app.document import status_of
-from sessions_app.document_shape import document_problem
 from tests.harness import FIXTURES, Server, base_env, write_agent, write_tool
 
 BIN = Path(sys.executable).parent

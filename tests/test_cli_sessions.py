@@ -143,7 +143,7 @@ def test_every_session_file_prints_in_every_mode(path: Path) -> None:
 
 
 def test_byte_usage_of_new_llm_turns_is_computed_as_agents_exe_does() -> None:
-    from sessions_app.document import llm_byte_usage, llm_turn
+    from agentfiles.document import llm_byte_usage, llm_turn
 
     document = json.loads((FIXTURES / "sessions" / "activation-session.json").read_text())
     llm_turns = [turn for turn in document["turns"] if turn["tag"] == "LlmTurn"]

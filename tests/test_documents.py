@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from sessions_app import document as doc
+from agentfiles import document as doc
 from sessions_app.models import DOCUMENTS, Session
 from sessions_app.store import insert_session, store
 from tests.harness import FIXTURES

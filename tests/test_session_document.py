@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from agentfiles import document as doc
+from agentfiles.session_document import CallState, SessionDocument, TrackedCall
 from foundation.common import dump_json_text
-from sessions_app import document as doc
 from sessions_app.models import DOCUMENTS, Session
-from sessions_app.session_document import CallState, SessionDocument, TrackedCall
 from sessions_app.store import insert_session, store
 from tests.harness import FIXTURES
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from sessions_app import document as doc
+from agentfiles import document as doc
 from sessions_app import transitions
 from sessions_app.models import Session
 from sessions_app.store import insert_session, store, store_columns

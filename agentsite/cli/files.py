@@ -40,7 +40,7 @@ def cmd_session_print(args: argparse.Namespace) -> int:
 def recorded_calls(document: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """Every tool call the model made, oldest first, with the number (1-based, in time order) of
     the turn that made it."""
-    from sessions_app.document import tool_calls_of
+    from agentfiles.document import tool_calls_of
 
     turns = list(reversed(document.get("turns") or []))
     return [

@@ -143,8 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     session_file = Path(args.session_file) if args.session_file else None
     existing = read_session_file(session_file) if session_file is not None and session_file.exists() else None
     worker = open_database(args, "run", first_only=True)
+    from agentfiles import document as doc
     from foundation.errors import ApiError
-    from sessions_app import document as doc
     from sessions_app.models import Session
     from sessions_app.services import sessions
 

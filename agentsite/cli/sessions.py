@@ -35,7 +35,7 @@ def _session_id(value: str) -> uuid.UUID:
 def print_state(session: Any) -> int:
     """The session's state: ``session-id:``, ``status:``, then its deferred calls' tokens, its
     answer, or its error (exit 1 for a failed session)."""
-    from sessions_app import document as doc
+    from agentfiles import document as doc
 
     print(f"session-id: {session.pk}")
     print(f"status: {session.status}")
@@ -71,7 +71,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     prompt = assemble_prompt(args, project_config())
     media = read_media(args.media)
     open_database(args, "session start", first_only=True)
-    from sessions_app import document as doc
+    from agentfiles import document as doc
     from sessions_app.models import Session
     from sessions_app.services import sessions
 

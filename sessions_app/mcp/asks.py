@@ -23,8 +23,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agentfiles import document as doc
 from foundation.errors import ApiError, ErrorCode
-from sessions_app import document as doc
 from sessions_app import selectors
 from sessions_app.models import Session
 from sessions_app.services import sessions

@@ -18,10 +18,10 @@ from typing import Any
 
 from django.db import transaction
 
+from agentfiles import document as doc
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
 from foundation.errors import ApiError
-from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run
 from sessions_app.events import forget_watched_sessions
 from sessions_app.models import Event, Session, SessionWatch

@@ -8,10 +8,10 @@ from typing import Any
 
 from django.db import transaction
 
+from agentfiles import document as doc
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
 from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
-from sessions_app import document as doc
 from sessions_app.dispatch import enqueue_run, publish_deferred_call
 from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewContinuation

@@ -7,10 +7,10 @@ from typing import Any
 
 from django.db import transaction
 
+from agentfiles import document as doc
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
 from foundation.errors import AgentFailedToLoad, MailboxFull, UnknownAgent
-from sessions_app import document as doc
 from sessions_app import hub, mailbox
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from agentfiles import document as doc
+from agentfiles.document_shape import document_problem
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from foundation.errors import (
@@ -22,11 +24,9 @@ from foundation.errors import (
     UnknownAgent,
     UnknownSession,
 )
-from sessions_app import document as doc
 from sessions_app import mailbox
 from sessions_app.background import cancel_calls
 from sessions_app.dispatch import enqueue_run
-from sessions_app.document_shape import document_problem
 from sessions_app.models import Session
 from sessions_app.services import params as values
 from sessions_app.services.continuations import adopt_deferred_calls

@@ -11,11 +11,11 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from agentfiles import document as doc
 from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
 from foundation.errors import RunInProgress, TokenAlreadyCompleted, UnknownTurn
-from sessions_app import document as doc
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
 from sessions_app.dispatch import enqueue_run

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
+from agentfiles import document as doc
 from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
-from sessions_app import document as doc
 from sessions_app.models import Continuation, Session
 from sessions_app.services.continuations import continuation_complete
 from tests.factories import ContinuationFactory, SessionFactory

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
+from agentfiles import document as doc
 from foundation.common import db_now
 from foundation.errors import RunInProgress
-from sessions_app import document as doc
 from sessions_app import mailbox
 from sessions_app.models import Continuation, Event, Session
 from sessions_app.outcomes import NewContinuation

@@ -352,7 +352,7 @@ def test_mail_capability_errors_name_what_is_wrong(tmp_path: Path, arguments: di
 def test_read_session_shows_a_tool_response_as_the_model_read_it(tmp_path: Path) -> None:
     """One stored response, one text: what read-session shows of a tool's answer is the tool
     message the model was sent (docs/sessions.md §1.5), media labels included."""
-    from sessions_app.document import openai_messages
+    from agentfiles.document import openai_messages
 
     picture = base64.b64encode(PNG).decode()
     responses = [

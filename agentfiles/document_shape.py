@@ -1,8 +1,8 @@
 """What a session document must look like for this server to read it (docs/sessions.md §1).
 
-Documents are read leniently (``sessions_app.document``): unknown keys and every older shape are
+Documents are read leniently (``agentfiles.document``): unknown keys and every older shape are
 fine. What is checked is only what the readers rely on, so that a document that passes never
-makes a reader fail; the rules are the models of ``sessions_app.turns``, which also describe the
+makes a reader fail; the rules are the models of ``agentfiles.turns``, which also describe the
 document in ``/openapi.json``. A document that fails is refused on import, and one found in the
 database answers ``unreadable_session`` for that session (docs/api.md §2).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.turns import DocumentHeader, SessionDocument, Turn, Unreadable
+from agentfiles.turns import DocumentHeader, SessionDocument, Turn, Unreadable
 
 
 def header_problem(document: Any) -> str | None:
@@ -26,7 +26,7 @@ def header_problem(document: Any) -> str | None:
 def turn_problem(turn: Any) -> str | None:
     """What makes one turn unreadable (``None`` when it is readable): an unknown tag, contents
     that are not an object, tool calls and responses that are not objects and pairs, tracked
-    calls without a known state (``sessions_app.turns``)."""
+    calls without a known state (``agentfiles.turns``)."""
     try:
         Turn.model_validate(turn)
     except Unreadable as error:

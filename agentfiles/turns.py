@@ -2,10 +2,10 @@
 
 The models say what a document must hold for this server to read it, and describe it in
 ``/openapi.json`` (``foundation.openapi.schema_ref``). They are lenient as the readers are
-(``sessions_app.document``): every model keeps keys it does not name, and values the readers do
+(``agentfiles.document``): every model keeps keys it does not name, and values the readers do
 not rely on (prompts, results, ``byteUsage``) may be any JSON. What they check is what the
 readers rely on: a known turn tag, ``contents`` objects, tool calls and ``[call, response]``
-pairs, tracked calls with a known state. ``sessions_app.document_shape`` answers with the
+pairs, tracked calls with a known state. ``agentfiles.document_shape`` answers with the
 message of the first thing that fails.
 """
 
@@ -27,8 +27,8 @@ from pydantic import (
 )
 from pydantic.functional_validators import ModelWrapValidatorHandler
 
+from agentfiles.document import LEGACY_PARTIAL_KEYS
 from foundation.openapi import schema_ref
-from sessions_app.document import LEGACY_PARTIAL_KEYS
 
 #: The turn tags agents-exe writes (docs/sessions.md §1.2).
 TURN_TAGS = ("UserTurn", "LlmTurn", "PartialUserTurn")

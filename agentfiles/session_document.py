@@ -1,6 +1,6 @@
 """The session document as one object: the operations the run loop needs (docs/sessions.md §1, §3).
 
-:class:`SessionDocument` holds the agents-exe session JSON (``sessions_app.document`` describes
+:class:`SessionDocument` holds the agents-exe session JSON (``agentfiles.document`` describes
 its turns) and answers what a step asks of it: the head turn, its tool calls, its tracked calls
 and the deferred ones still pending, the status its turns imply, the model's request; and it
 makes the new versions a step stores: a turn pushed, the head replaced, a result applied.
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from sessions_app import document as doc
+from agentfiles import document as doc
 
 
 class CallState(StrEnum):
