@@ -174,9 +174,11 @@ def _first_words(turn: dict[str, Any]) -> str | None:
     """The title of a conversation whose oldest turn is ``turn``: the first words of what the
     person said in it, or ``None`` when it holds no text."""
     contents = turn.get("contents") or {}
-    queries = [contents.get("userQuery")]
     mail = [envelope for envelope in contents.get("userMail") or [] if isinstance(envelope, dict)]
-    queries += [(envelope.get("body") or {}).get("query") for envelope in mail]
+    # a turn that folded mail renders it into userQuery behind a "[mail ID from ...]" line: the
+    # mail's own words come first, so that the title is what the person wrote
+    queries = [(envelope.get("body") or {}).get("query") for envelope in mail]
+    queries.append(contents.get("userQuery"))
     for query in queries:
         text = query.get("text") if isinstance(query, dict) else query
         words = text.split() if isinstance(text, str) else []
