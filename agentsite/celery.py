@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from celery import Celery
 from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
+_cwd_was_on_path = os.getcwd() in sys.path
 app = Celery("agentsite")
+# Celery's Django fix-up puts the working directory first on sys.path: a command run in a
+# directory someone else wrote (a project of agent files, a tool's workspace) would then import
+# that directory's `foundation/` or `mcp/` in place of ours (docs/security.md). `python -m`
+# puts it there already, by the interpreter's own rule, and keeps it.
+if not _cwd_was_on_path and sys.path[:1] == [os.getcwd()]:
+    del sys.path[0]
 # the current app of every thread, not only of the one that made it: the apps send their tasks to
 # ``celery.current_app`` (sessions_app.dispatch) from daphne's and the embedded worker's threads
 app.set_default()
