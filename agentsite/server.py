@@ -82,6 +82,15 @@ def serve(bind: str, port: int, grace: float, unix_socket: str | None = None) ->
         def listen_success(self, listening_port: Any) -> None:
             self.ports.append(listening_port)
             super().listen_success(listening_port)
+            # the bound address, not the asked one: with ``--port 0`` this line is how a
+            # supervisor (or the test harness) learns the port the kernel chose
+            address = listening_port.getHost()
+            where = (
+                {"bind": address.host, "port": address.port}
+                if hasattr(address, "port")
+                else {"socket": str(getattr(address, "name", ""))}
+            )
+            log.info("server listening", extra={"kind": "server.listening", **where})
 
         def listen_error(self, failure: Any) -> None:
             # daphne logs it and stops with status 0: a supervisor would take that for a clean stop

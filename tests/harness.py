@@ -162,17 +162,33 @@ class Server:
         cwd: Path = ROOT,
         port: int | None = None,
     ) -> None:
-        self.port = port or free_port()
+        # ``--port 0`` unless a test needs a known port (a restart on the same one): the kernel
+        # picks a free port at bind time, so two servers started at once never share one, and a
+        # port picked earlier cannot be taken by someone else's server in between
         self.db = db or str(tmp / "agents-server.db")
-        argv = [sys.executable, "-m", "agentsite.cli", "serve", "--port", str(self.port), "--db", self.db]
+        argv = [sys.executable, "-m", "agentsite.cli", "serve", "--port", str(port or 0), "--db", self.db]
         for path in agent_files:
             argv += ["--agent-file", str(path)]
         argv += list(extra_args)
         environment = base_env(**{**_database_env(self.db), **(env or {})})
-        self.process = Process(argv, environment, tmp / f"server-{self.port}.log", cwd)
+        self.process = Process(argv, environment, tmp / f"server-{uuid.uuid4().hex[:8]}.log", cwd)
+        self.port = self._wait_listening()
         self.url = f"http://127.0.0.1:{self.port}"
         self.client = httpx.Client(base_url=self.url, timeout=60, event_hooks=contract.hooks())
         self._wait_ready()
+
+    def _wait_listening(self, timeout: float = PROCESS_TIMEOUT) -> int:
+        """The TCP port this process bound, from its ``server.listening`` log line: proof that what
+        answers on that port is this server and not another test's."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.process.output().splitlines():
+                if '"server.listening"' in line and '"port"' in line:
+                    return int(json.loads(line)["port"])
+            if self.process.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.proc.returncode}:\n{self.process.output()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"server not listening after {timeout}s:\n{self.process.output()}")
 
     def _wait_ready(self, timeout: float = PROCESS_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout

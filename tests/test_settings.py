@@ -217,3 +217,22 @@ def test_a_server_bound_to_an_address_answers_requests_naming_it(tmp_path: Path)
         assert httpx.get(f"http://127.0.0.2:{port}/v1/agents").status_code == 200
     finally:
         process.stop()
+
+
+@pytest.mark.integration
+def test_serve_on_port_0_logs_the_port_the_kernel_chose_and_answers_there(tmp_path: Path) -> None:
+    agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
+    argv = [sys.executable, "-m", "agentsite.cli", "serve", "--port", "0", "--agent-file", str(agent)]
+    argv += ["--db", str(tmp_path / "agents-server.db")]
+    process = Process(argv, base_env(), tmp_path / "server.log")
+    try:
+
+        def listening() -> dict | None:
+            lines = [json.loads(line) for line in process.output().splitlines() if line.startswith("{")]
+            return next((line for line in lines if line["kind"] == "server.listening"), None)
+
+        line = wait_until(listening, timeout=PROCESS_TIMEOUT, interval=0.1)
+        assert line["bind"] == "127.0.0.1" and 0 < line["port"] < 65536
+        assert httpx.get(f"http://127.0.0.1:{line['port']}/healthz", timeout=30).json()["ok"] is True
+    finally:
+        process.stop()
