@@ -35,7 +35,8 @@ def continuation_complete(
     With a run requested or going, the result is recorded and the run applies it before its next
     step. Otherwise (no run, or a session running only while its helpers work) it is written
     into the session at once and, when ``resume`` is true and no other deferred call of that turn
-    is left, a run is requested. ``params`` (from ``caller``) are checked before anything is
+    is left, a run is requested, except on a ``paused`` session: it keeps the result and stays
+    paused until it is resumed (docs/sessions.md §5). ``params`` (from ``caller``) are checked before anything is
     stored (docs/api.md §7.15); message-scope values go to the run that goes on. A helper session
     answering its caller (``from_helper``) brings no values and is never refused for those the
     caller lacks: the run that goes on finds out.
@@ -54,7 +55,11 @@ def continuation_complete(
         session = lock_session(continuation.session_id)
         active = run_requested(session)
         updated = None if active else doc.apply_result(session.document, str(token), response)
-        runs = active or (resume and updated is not None and doc.status_of(updated) == Session.Status.READY)
+        # only a Resume ends a pause (docs/sessions.md §5): the result waits in the document
+        paused = session.status == Session.Status.PAUSED
+        runs = active or (
+            resume and not paused and updated is not None and doc.status_of(updated) == Session.Status.READY
+        )
         new_params = None if from_helper else _check_params(session, params, caller, runs=runs)
         now = db_now()
         continuation.result = response
@@ -75,7 +80,10 @@ def continuation_complete(
             session = store(session, updated, **extra, **run_fields(Session.RunMode.UNTIL_BLOCKED))
             enqueue_run(session.pk, session.run_id)
         else:
-            session = store(session, updated, status=doc.status_of(updated), status_detail=None, **extra)
+            status = Session.Status.PAUSED if paused else doc.status_of(updated)
+            session = store(
+                session, updated, status=status, status_detail=session.status_detail if paused else None, **extra
+            )
     return session
 
 

@@ -10,6 +10,7 @@ from agentfiles import document as doc
 from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
 from sessions_app.models import Continuation, Session
 from sessions_app.services.continuations import continuation_complete
+from sessions_app.services.sessions import session_pause, session_resume
 from tests.factories import ContinuationFactory, SessionFactory
 from tests.services.conftest import RecordingWorker
 
@@ -50,6 +51,25 @@ def test_a_result_without_resume_leaves_the_session_ready_and_sends_nothing(
     session = Session.objects.get(pk=continuation.session_id)
     assert session.status == Session.Status.READY and session.run_id is None
     assert worker.sent == []
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_paused_session_keeps_the_result_and_stays_paused(
+    resume: bool, worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    session = SessionFactory(deferred=1)
+    continuation = Continuation.objects.get(session=session)
+    with django_capture_on_commit_callbacks(execute=True):
+        session_pause(session_id=session.pk)
+        continuation_complete(token=continuation.token, result="sunny", resume=resume)
+    stored = Session.objects.get(pk=session.pk)
+    assert stored.status == Session.Status.PAUSED and stored.run_id is None
+    assert [response for _, response in doc.head(stored.document)["contents"]["userToolResponses"]] == ["sunny"]
+    assert worker.sent == []
+    with django_capture_on_commit_callbacks(execute=True):
+        resumed = session_resume(session_id=session.pk, mode=Session.RunMode.UNTIL_BLOCKED)
+    assert resumed.status == Session.Status.RUNNING
+    assert worker.runs() == [[str(session.pk), str(resumed.run_id)]]
 
 
 def test_one_result_of_two_keeps_the_session_waiting(
