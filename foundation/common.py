@@ -82,6 +82,12 @@ def is_base64(value: str) -> bool:
     return True
 
 
+def base64_size(value: str) -> int:
+    """The number of bytes that the strict base64 ``value`` (see :func:`is_base64`) decodes to:
+    three per four characters, less the padding."""
+    return len(value) // 4 * 3 - (len(value) - len(value.rstrip("=")))
+
+
 def db_now() -> datetime:
     """The current time from the database's clock on PostgreSQL (shared by every process),
     from this process's clock on SQLite (one machine).

@@ -13,7 +13,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -21,11 +20,11 @@ from rest_framework import serializers
 from agentfiles.turns import SESSION_DOCUMENT_REF, TOOL_CALL_REF
 from foundation.api import parse_uuid
 from foundation.common import Rfc3339Field, is_base64, render
-from foundation.errors import BadRequest, PayloadTooLarge, UnknownSession
+from foundation.errors import BadRequest, UnknownSession
 from sessions_app import selectors
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
-from sessions_app.values import MAIL_BODY_REF, MAIL_SENDER_REF, TOOL_RESULT_REF
+from sessions_app.values import MAIL_BODY_REF, MAIL_SENDER_REF, TOOL_RESULT_REF, refuse_large_attachment
 
 
 class StrictCharField(serializers.CharField):
@@ -46,6 +45,15 @@ class TextCharField(StrictCharField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID field that takes the UUID's string only (DRF's also takes an integer)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -122,12 +130,7 @@ class MediaSerializer(serializers.Serializer):
         Raises:
             PayloadTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
         """
-        data = attrs["base64"]
-        # strict base64 (validate_base64): four characters per three bytes, less the padding
-        size = len(data) // 4 * 3 - (len(data) - len(data.rstrip("=")))
-        limit = settings.AGENTS["MAX_ATTACHMENT_BYTES"]
-        if size > limit:
-            raise PayloadTooLarge.attachment(repr(attrs.get("filename") or attrs["mime"]), size, limit)
+        refuse_large_attachment(attrs["base64"], attrs.get("filename") or attrs["mime"])
         return attrs
 
 
@@ -389,7 +392,7 @@ class MailSerializer(serializers.Serializer):
 
     body = MailBodyField()
     priority = serializers.ChoiceField(choices=["normal", "interrupt"], default="normal")
-    id = serializers.UUIDField(required=False)
+    id = StrictUUIDField(required=False)
 
 
 class ReceiptSerializer(serializers.Serializer):

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, get_args
 
+from django.conf import settings
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -32,8 +33,8 @@ from pydantic import (
 from pydantic.functional_validators import ModelWrapValidatorHandler
 
 from foundation.api import require_name, require_unicode
-from foundation.common import is_base64
-from foundation.errors import BadRequest
+from foundation.common import base64_size, is_base64
+from foundation.errors import BadRequest, PayloadTooLarge
 from foundation.openapi import schema_ref
 
 Base64 = Annotated[StrictStr, Field(json_schema_extra={"format": "byte"})]
@@ -63,6 +64,19 @@ def _checked(handler: Callable[[Any], _Validated], data: Any, message: str) -> _
         raise BadRequest(message) from None
 
 
+def refuse_large_attachment(data: str, name: str) -> None:
+    """Refuse an attachment whose strict base64 ``data`` decodes to more than
+    ``AGENTS_MAX_ATTACHMENT_BYTES``, wherever it arrives: a message, mail, a tool result
+    (docs/api.md §1.1). ``name`` (its file name, else its MIME type) is named in the message.
+
+    Raises:
+        PayloadTooLarge: 413 ``payload_too_large``, naming the file and both sizes.
+    """
+    size, limit = base64_size(data), settings.AGENTS["MAX_ATTACHMENT_BYTES"]
+    if size > limit:
+        raise PayloadTooLarge.attachment(repr(name), size, limit)
+
+
 # --- tool results (docs/api.md §5.4) --------------------------------------------------------------
 
 
@@ -86,6 +100,7 @@ class MediaPart(BaseModel):
         require_name(part.mimeType, f"{where}.mimeType")
         if part.filename is not None:
             require_name(part.filename, f"{where}.filename")
+        refuse_large_attachment(part.base64Data, part.filename or part.mimeType)
         return part
 
     def document_form(self) -> dict[str, Any]:
@@ -260,6 +275,7 @@ class QueryMedia(BaseModel):
         require_name(item.mimeType, f"{where}.mimeType")
         if item.filename is not None:
             require_name(item.filename, f"{where}.filename")
+        refuse_large_attachment(item.base64Data, item.filename or item.mimeType)
         return item
 
 
