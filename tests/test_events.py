@@ -28,6 +28,7 @@ FIRST_RUN = [
     "run.stopped",
 ]
 AFTER_CONTINUATION = [
+    "tool.completed",  # the deferred call's end: its result was posted
     "session.updated",  # the result in, the running version
     "run.started",
     "session.updated",  # the final answer, stored with the status it leaves (idle, lease released)
@@ -77,6 +78,9 @@ def test_the_deferred_flow_on_the_session_stream(
     assert _post(server, f"/v1/continuations/{token}", {"result": "sunny"}).status_code in (200, 202)
     events = reader.wait_for(stopped_with("idle"))
     assert kinds(events[1 + len(FIRST_RUN) :]) == AFTER_CONTINUATION
+    completed = events[1 + len(FIRST_RUN)]["data"]
+    assert (completed["tool_call_id"], completed["tool"]) == (deferred[0]["call"]["id"], "get_weather")
+    assert (completed["status"], completed["result"]) == ("completed", "sunny")
     assert events[-2]["data"]["status"] == "idle"
     assert events[-2]["data"]["head_turn"]["tag"] == "LlmTurn"
     reader.close()

@@ -6,13 +6,16 @@ import json
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from agentfiles import document as doc
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
 from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
+from sessions_app import events
 from sessions_app.dispatch import enqueue_run, publish_deferred_call
+from sessions_app.event_types import EventKind, ToolFinished, bounded
 from sessions_app.models import Continuation, Session
 from sessions_app.outcomes import NewContinuation
 from sessions_app.services import params as values
@@ -64,6 +67,9 @@ def continuation_complete(
         now = db_now()
         continuation.result = response
         continuation.completed_at = now
+        if not from_helper:
+            # a helper's answer has its subcall.completed; a worker's result is this call's end
+            _announce_result(continuation, session.owner)
         if active:
             continuation.save(update_fields=["result", "completed_at"])
             if new_params is not None:
@@ -85,6 +91,22 @@ def continuation_complete(
                 session, updated, status=status, status_detail=session.status_detail if paused else None, **extra
             )
     return session
+
+
+def _announce_result(continuation: Continuation, owner: str | None) -> None:
+    """``tool.completed`` for a deferred call whose result was just posted (docs/api.md §9.2),
+    with the model's call id as the other ``tool.*`` events have it."""
+    events.emit(
+        EventKind.TOOL_COMPLETED,
+        continuation.session_id,
+        owner,
+        ToolFinished(
+            tool_call_id=continuation.provider_call_id or continuation.tool_call_id,
+            tool=continuation.tool,
+            status="completed",
+            result=bounded(continuation.result, settings.AGENTS["EVENT_VALUE_MAX_BYTES"]),
+        ),
+    )
 
 
 def _check_params(session: Session, params: dict[str, Any] | None, caller: str | None, *, runs: bool) -> Any:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 
 from agentfiles import document as doc
 from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownToken
-from sessions_app.models import Continuation, Session
+from sessions_app.models import Continuation, Event, Session
 from sessions_app.services.continuations import continuation_complete
 from sessions_app.services.sessions import session_pause, session_resume
 from tests.factories import ContinuationFactory, SessionFactory
@@ -40,6 +41,24 @@ def test_a_result_with_resume_is_applied_and_sends_one_run_after_commit(
     assert [response for _, response in head["contents"]["userToolResponses"]] == ["sunny"]
     assert session.status == Session.Status.RUNNING
     assert worker.runs() == [[str(session.pk), str(session.run_id)]]
+
+
+def test_a_result_is_announced_as_its_calls_tool_completed_event(
+    worker: RecordingWorker, django_capture_on_commit_callbacks
+) -> None:
+    continuation = ContinuationFactory()
+    with django_capture_on_commit_callbacks(execute=True):
+        continuation_complete(token=continuation.token, result="sunny", resume=False)
+    completed = [json.loads(e.payload_json) for e in Event.objects.filter(kind="tool.completed")]
+    assert completed == [
+        {
+            "tool_call_id": continuation.provider_call_id or continuation.tool_call_id,
+            "tool": continuation.tool,
+            "status": "completed",
+            "result": "sunny",
+        }
+    ]
+    assert continuation.tool
 
 
 def test_a_result_without_resume_leaves_the_session_ready_and_sends_nothing(
