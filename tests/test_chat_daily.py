@@ -130,6 +130,8 @@ def test_a_persons_path_with_the_shell_helper_agent_by_keyboard(
         page.fill("#session-search", "teacups")
         expect(page.locator("#sessions")).to_contain_text("no session says “teacups”")
         page.fill("#session-search", "kettle")
+        # the search runs a moment after the last key: the row must be there before it is tabbed to
+        expect(page.locator(f"button[data-session='{sid}']")).to_be_visible()
         _focus_by_tab(page, f"button[data-session='{sid}']")
         page.keyboard.press("Enter")
         expect(page.locator("#session-title")).to_contain_text(sid[:8])
@@ -242,3 +244,28 @@ def test_on_a_phone_the_page_fits_and_answers_by_keyboard_with_no_serious_axe_vi
         keep_screenshot(page, "chat-phone-done")
         violations = axe_violations(page)
         assert not violations, json.dumps(violations, indent=2)
+
+
+def test_the_sessions_list_shows_a_page_and_older_sessions_on_demand(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    llm = llm_server(demo_script())
+    server = start_server(demo_agents(tmp_path, llm.url))
+    made = [
+        server.client.post("/v1/sessions", json={"agent": "weather", "prompt": f"city {n}", "run": "none"}).json()
+        for n in range(53)
+    ]
+    with browser_page(f"{server.url}/") as page:
+        rows = page.locator("#sessions button.session")
+        expect(rows).to_have_count(50)
+        expect(page.locator(f"button[data-session='{made[-1]['session_id']}']")).to_contain_text("city 52")
+        expect(page.locator(f"button[data-session='{made[0]['session_id']}']")).to_have_count(0)
+        older = page.locator("#older-sessions")
+        expect(older).to_be_visible()
+        older.click()
+        expect(rows).to_have_count(53)
+        expect(page.locator(f"button[data-session='{made[0]['session_id']}']")).to_contain_text("city 0")
+        expect(older).to_be_hidden()
+        # a new session arriving keeps the older rows in the list
+        server.client.post("/v1/sessions", json={"agent": "weather", "prompt": "city new", "run": "none"})
+        expect(rows).to_have_count(54)

@@ -23,6 +23,8 @@
     queued: [],           // its unread userMessage mail
     sessions: new Map(),  // top-level sessions: id -> SessionMetaView and its title
     search: "",           // the words the sessions list is searched for ("" lists them all)
+    nextBefore: null,     // the list's next page (`before`), null on the last one
+    olderShown: false,    // whether older pages than the newest were asked for
     children: [],         // the open session's helper sessions (SessionMetaViews)
     attachments: [],      // [{mime, base64, filename, size}]
     // Kept for every session the events mention, not only the open one: the first events of a
@@ -512,19 +514,50 @@
     renderAgents();
   }
 
-  // The list, or with a search the sessions that say its words (`q`, docs/api.md §7.2).
+  // The list, or with a search the sessions that say its words (`q`, docs/api.md §7.2), a page
+  // at a time: "Older sessions" asks for the page before the oldest row (`before`).
+  const SESSIONS_PAGE = 50;
+
+  async function fetchSessions(search, before) {
+    const query = new URLSearchParams({ limit: String(SESSIONS_PAGE) });
+    if (search) query.set("q", search);
+    if (before) query.set("before", before);
+    return (await api("GET", `/v1/sessions?${query}`)).data;
+  }
+
+  function showOlderButton(nextBefore) {
+    state.nextBefore = nextBefore;
+    $("older-sessions").hidden = !nextBefore;
+  }
+
   async function loadSessions() {
     const search = state.search;
-    const query = new URLSearchParams({ limit: "200" });
-    if (search) query.set("q", search);
-    const page = (await api("GET", `/v1/sessions?${query}`)).data;
+    const page = await fetchSessions(search, null);
     if (search !== state.search) return;
-    state.sessions = new Map(page.sessions.map((meta) => [meta.session_id, meta]));
+    if (state.olderShown) {
+      // older pages already shown stay: the newest page is merged in
+      for (const meta of page.sessions) state.sessions.set(meta.session_id, meta);
+    } else {
+      state.sessions = new Map(page.sessions.map((meta) => [meta.session_id, meta]));
+      showOlderButton(page.next_before);
+    }
+    renderSessions();
+  }
+
+  async function loadOlderSessions() {
+    const search = state.search;
+    const page = await fetchSessions(search, state.nextBefore);
+    if (search !== state.search) return;
+    for (const meta of page.sessions) state.sessions.set(meta.session_id, meta);
+    state.olderShown = true;
+    showOlderButton(page.next_before);
     renderSessions();
   }
 
   async function searchSessions() {
     state.search = $("session-search").value.trim();
+    state.olderShown = false;
+    state.sessions = new Map();
     showError("search-error", null);
     try {
       await loadSessions();
@@ -916,6 +949,9 @@
   $("session-search").addEventListener("input", () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(searchSessions, 250);
+  });
+  $("older-sessions").addEventListener("click", () => {
+    loadOlderSessions().catch((error) => showError("search-error", error));
   });
   $("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
