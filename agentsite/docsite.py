@@ -133,14 +133,16 @@ class EnvRead:
     """One environment variable and every place the product reads it.
 
     ``kinds`` are what the reads parse it as, ``defaults`` the defaults they give (as written in
-    the code), ``flags`` the command-line flags whose default it is, ``notes`` the comments
-    written above the reads, ``places`` the ``module.py:line`` of each read.
+    the code), ``flags`` the command-line flags whose default it is, ``settings`` the module
+    constants and settings it sets (``AGENTS["TOOL_TIMEOUT"]``), ``notes`` the comments written
+    above the reads, ``places`` the ``module.py:line`` of each read.
     """
 
     name: str
     kinds: set[str] = field(default_factory=set)
     defaults: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
+    settings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     places: list[str] = field(default_factory=list)
 
@@ -163,8 +165,29 @@ def _comment_above(lines: list[str], lineno: int) -> str:
     return " ".join(found).strip()
 
 
-def _env_calls(tree: ast.AST) -> Iterator[tuple[ast.Call, str, str | None]]:
-    """Every environment read of ``tree``: (call, parsed as, the flag it is the default of)."""
+def _settings_of(tree: ast.AST) -> dict[int, str]:
+    """The node ids of ``tree`` inside the value of an upper-case module constant, or of one key of
+    the dict such a constant holds, to the setting's name (``DEBUG``, ``AGENTS["LLM_TIMEOUT"]``)."""
+    named: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id.isupper():
+                for inner in ast.walk(node.value):
+                    named[id(inner)] = target.id
+                if isinstance(node.value, ast.Dict):
+                    for key, value in zip(node.value.keys, node.value.values, strict=True):
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            for inner in ast.walk(value):
+                                named[id(inner)] = f'{target.id}["{key.value}"]'
+    return named
+
+
+def _env_calls(tree: ast.AST) -> Iterator[tuple[ast.Call, str, str | None, str | None]]:
+    """Every environment read of ``tree``: (call, parsed as, the flag it is the default of, the
+    setting it sets)."""
+    settings = _settings_of(tree)
     flags: dict[int, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _called_name(node.func).endswith("add_argument"):
@@ -184,7 +207,7 @@ def _env_calls(tree: ast.AST) -> Iterator[tuple[ast.Call, str, str | None]]:
             kind = ENV_TYPES[method]
         else:
             continue
-        yield node, kind, flags.get(id(node))
+        yield node, kind, flags.get(id(node)), settings.get(id(node))
 
 
 def environment_reads(root: Path, packages: Iterable[str] = PACKAGES) -> dict[str, EnvRead]:
@@ -204,7 +227,7 @@ def environment_reads(root: Path, packages: Iterable[str] = PACKAGES) -> dict[st
                 continue
             source = path.read_text(encoding="utf-8")
             lines = source.splitlines()
-            for call, kind, flag in _env_calls(ast.parse(source)):
+            for call, kind, flag, setting in _env_calls(ast.parse(source)):
                 first = call.args[0]
                 if not (isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.isupper()):
                     continue
@@ -217,6 +240,8 @@ def environment_reads(root: Path, packages: Iterable[str] = PACKAGES) -> dict[st
                         read.defaults.append(written)
                 if flag and flag not in read.flags:
                     read.flags.append(flag)
+                if setting and setting not in read.settings:
+                    read.settings.append(setting)
                 note = _comment_above(lines, call.lineno)
                 if note and note not in read.notes:
                     read.notes.append(note)
@@ -241,6 +266,7 @@ def settings_page(root: Path) -> str:
             ", ".join(sorted(read.kinds)),
             ", ".join(f"`{d}`" for d in read.defaults),
             ", ".join(f"`{f}`" for f in read.flags),
+            ", ".join(f"`{s}`" for s in read.settings),
             " ".join(read.notes),
             ", ".join(f"`{p}`" for p in read.places),
         )
@@ -253,7 +279,7 @@ def settings_page(root: Path) -> str:
             "Every environment variable the server, its workers and its command line read, found in the "
             "code of the product packages. A flag given on the command line wins over its variable. What "
             "they do together is told in [running.md](../running.md).\n",
-            _table(("variable", "parsed as", "default", "flag", "notes", "read in"), rows),
+            _table(("variable", "parsed as", "default", "flag", "setting", "notes", "read in"), rows),
         ]
     )
 

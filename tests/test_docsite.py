@@ -52,17 +52,19 @@ def test_a_new_environment_read_is_listed_with_its_comment_and_flag(tmp_path: Pa
         "from foundation.env import env\n"
         "# Widgets a run may make, a reason written above the read.\n"
         'WIDGETS = env.int("AGENTS_WIDGETS", default=3)\n'
+        'AGENTS = {"SIZE": env.float("AGENTS_SIZE", default=1.5)}\n'
         'parser.add_argument("--colour", default=env.str("AGENTS_COLOUR", default="blue"))\n'
         'HOME = os.environ.get("HOME_OF_WIDGETS")\n'
         'NAME = "agents_lowercase"\n'
         "VALUE = env.str(NAME)\n"
     )
     reads = docsite.environment_reads(tmp_path, ["pkg"])
-    assert sorted(reads) == ["AGENTS_COLOUR", "AGENTS_WIDGETS", "HOME_OF_WIDGETS"]
+    assert sorted(reads) == ["AGENTS_COLOUR", "AGENTS_SIZE", "AGENTS_WIDGETS", "HOME_OF_WIDGETS"]
     widgets = reads["AGENTS_WIDGETS"]
     assert (widgets.kinds, widgets.defaults, widgets.flags) == ({"integer"}, ["3"], [])
     assert widgets.notes == ["Widgets a run may make, a reason written above the read."]
-    assert widgets.places == ["pkg/conf.py:3"]
+    assert widgets.places == ["pkg/conf.py:3"] and widgets.settings == ["WIDGETS"]
+    assert reads["AGENTS_SIZE"].settings == ['AGENTS["SIZE"]'] and reads["AGENTS_SIZE"].kinds == {"number"}
     assert reads["AGENTS_COLOUR"].flags == ["--colour"] and reads["AGENTS_COLOUR"].defaults == ['"blue"']
 
 
@@ -72,6 +74,8 @@ def test_the_settings_page_lists_what_the_code_reads() -> None:
         assert f"| `{name}` |" in page, name
     port = next(line for line in page.splitlines() if line.startswith("| `AGENTS_PORT` |"))
     assert "| integer | `8080` | `--port` |" in port and "`agentsite/cli/server.py:" in port
+    lease = next(line for line in page.splitlines() if line.startswith("| `AGENTS_LEASE_SECONDS` |"))
+    assert '| `AGENTS["LEASE_SECONDS"]` |' in lease
 
 
 def test_every_error_code_and_event_kind_is_on_its_page() -> None:
