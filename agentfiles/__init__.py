@@ -1,5 +1,5 @@
 """agents-exe's file language: what an agent file, its tools' declarations and the files around
-it say, read into plain Python (the README's "How it is built").
+it say, read into plain Python (docs/architecture.md §1).
 
 No models, no Django app: reading a file needs no database, so the tools app, the agents app and
 the command line all read agent files through here. ``schema`` is the agent file's shape,

@@ -1,5 +1,5 @@
 """Built-in toolboxes in agent files: what ``builtinToolboxes`` and ``fileSandboxes`` may hold
-(README, "Built-in toolboxes").
+(docs/guide-toolboxes.md §1).
 
 Four kinds: ``SqliteToolbox``, ``SystemToolbox``, ``DeveloperToolbox`` and ``LuaToolbox``, each
 ``{"tag": KIND, "contents": {...}}`` with PascalCase keys. System, Developer and Lua toolboxes
@@ -302,7 +302,7 @@ class BuiltinToolbox:
 def parse_builtin_toolboxes(
     entries: list[Any] | None, sandboxes: dict[str, Any] | None
 ) -> tuple[list[BuiltinToolbox], list[str], list[str]]:
-    """Check and read ``builtinToolboxes`` and ``fileSandboxes`` (README, "Built-in toolboxes").
+    """Check and read ``builtinToolboxes`` and ``fileSandboxes`` (docs/guide-toolboxes.md §1).
 
     Args:
         entries: the ``builtinToolboxes`` entries (``{"tag", "contents"}`` objects or models

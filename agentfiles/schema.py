@@ -52,7 +52,7 @@ class Tagged(_Lenient):
     contents: Any = None
 
 
-#: What a parameter's name may be (README, "Parameters and bindings"): lower-case, digits, ``_``.
+#: What a parameter's name may be (docs/guide-parameters.md §1): lower-case, digits, ``_``.
 PARAM_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -170,7 +170,7 @@ class Disposition(_Lenient):
     reason: str | None = None
     attachSeconds: float | None = Field(default=None, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     # ours (ignored by agents-exe): a ``defer`` whose calls are published to this Celery queue
-    # (README, "Deferred calls on a Celery queue")
+    # (docs/guide-deferred.md §1)
     queue: str | None = None
     spec: Any = None
     decorators: list[Any] | None = None
@@ -304,7 +304,7 @@ class AgentSpec(_Lenient):
     interruptCompletions: bool = False
     pauseCancelsCalls: bool = False
     resumeOnAnyMail: bool = False
-    # agent-to-agent mail (README, "Agent-to-agent mail"): who this agent may mail or interrupt,
+    # agent-to-agent mail (docs/guide-sessions.md §3): who this agent may mail or interrupt,
     # how much unread mail it holds, how long a reply chain runs, how long ``wait`` blocks
     mailScope: MailScope = "subtree"
     interruptScope: MailScope = "children"

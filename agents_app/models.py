@@ -52,7 +52,7 @@ class StoredAgentsGeneration(models.Model):
 
 
 class StoredAgentVersion(models.Model):
-    """One stored version of a stored agent (README, "The admin"): kept at every store.
+    """One stored version of a stored agent (docs/guide-console.md §1): kept at every store.
 
     ``version`` matches :attr:`StoredAgent.version` at the time of the store, so the row whose
     ``version`` equals the agent's is the current one. ``changes`` lists what differs from the

@@ -1,4 +1,4 @@
-"""What ``agents check`` says about one loaded agent, as lines (README, "Checking agent files").
+"""What ``agents check`` says about one loaded agent, as lines (docs/running.md §6).
 
 The admin's "Check" button shows these lines for a stored agent before it is saved, so an
 operator reads the same account of an agent whichever way it was written.

@@ -207,7 +207,7 @@ def stored_agent_commit(
 
 def stored_agent_restore(slug: str, version: int, updated_by: str | None) -> tuple[PreparedAgent, StoredAgent]:
     """Store a kept version of a stored agent again, as a new version, through every check of
-    ``PUT /v1/agents/:slug`` (README, "The admin").
+    ``PUT /v1/agents/:slug`` (docs/guide-console.md §1).
 
     Returns:
         ``(prepared, row)``: the loaded agent and the stored row (its new version).

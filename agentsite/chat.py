@@ -1,4 +1,4 @@
-"""The chat page at ``/`` (README, "The chat page and the Unix socket"; docs/api.md §13).
+"""The chat page at ``/`` (docs/guide-chat.md §1; docs/api.md §13).
 
 The page is one template (``templates/chat/page.html``) and a script (``static/chat/``) that
 speak the public API in the browser: everything it shows comes from ``/v1/...`` and the event

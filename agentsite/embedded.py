@@ -6,8 +6,7 @@ pools directly instead: one for runs and one for background (``runAsync``) tool 
 runs waiting on their background calls can never take every thread those calls need. The
 periodic tasks (run sweep, event retention) run on a thread of their own, as in every worker
 (``sessions_app.periodic``). Nothing is lost that a broker would have kept: a requested run lives in
-the database, and the startup recovery sends the runs nobody claimed again (the README, "Crashes
-and shutdowns").
+the database, and the startup recovery sends the runs nobody claimed again (the docs/running.md §4).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Migrations at startup, run by one process at a time (the README's "Crashes and shutdowns").
+"""Migrations at startup, run by one process at a time (docs/running.md §4).
 
 ``agents serve`` and ``agents worker`` both migrate before they start. Started at the same moment
 on a fresh database, two of them would both find a table missing and both create it; the second

@@ -1,4 +1,4 @@
-"""The stored-agent editor: an agent's fields as form fields, its files as rows (README, "The admin").
+"""The stored-agent editor: an agent's fields as form fields, its files as rows (docs/guide-console.md §1).
 
 The form turns what the operator typed into the body of ``PUT /v1/agents/:slug`` and runs the
 same checks (:func:`agents_app.services.stored_agent_prepare`); a refusal is split into its

@@ -1,4 +1,4 @@
-"""Stored agents in the console (README, "The admin"; docs/decisions.md §17).
+"""Stored agents in the console (docs/guide-console.md §1; docs/decisions.md §17).
 
 Operators edit an agent's fields, helpers and files with the checks of ``PUT /v1/agents/:slug``
 (:class:`console_app.agent_form.StoredAgentForm`); "Check" loads the agent and lists what

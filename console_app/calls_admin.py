@@ -1,4 +1,4 @@
-"""The queue of deferred calls across sessions, and each session's mail, events and watches (README, "The admin").
+"""The queue of deferred calls across sessions, and each session's mail, events and watches (docs/guide-console.md §1).
 
 Every deferred call is a :class:`sessions_app.models.Continuation`. The list shows the calls
 waiting for an answer first (oldest first), with filters on state, agent, tool, owner and age;
@@ -260,7 +260,7 @@ class EventAdmin(ReadOnlyAdmin):
 @admin.register(SessionWatch)
 class SessionWatchAdmin(ReadOnlyAdmin):
     """``watch-session`` watches: which session forwards its events to which, until when
-    (README, "Agent-to-agent mail"); a session's page links here filtered on it."""
+    (docs/guide-sessions.md §3); a session's page links here filtered on it."""
 
     list_display = ("watcher_link", "watched_link", "watched_events", "tool", "created_at", "expires_at", "live")
     list_select_related = ("watcher", "watched")

@@ -1,4 +1,4 @@
-"""Sessions in the console (README, "The admin"; docs/decisions.md §17): read them, answer their
+"""Sessions in the console (docs/guide-console.md §1; docs/decisions.md §17): read them, answer their
 deferred calls.
 
 A session's page puts the conversation (oldest first: user messages, assistant answers, tool

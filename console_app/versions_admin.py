@@ -1,4 +1,4 @@
-"""Kept versions of stored agents (README, "The admin"): a list, a page per version with its diff
+"""Kept versions of stored agents (docs/guide-console.md §1): a list, a page per version with its diff
 against the previous one, and "restore this version", which stores it again through every check
 of ``PUT /v1/agents/:slug`` (:func:`agents_app.services.stored_agent_restore`).
 

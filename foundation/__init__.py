@@ -1,4 +1,4 @@
-"""The platform every app builds on, the ground floor of the README's "How it is built".
+"""The platform every app builds on, the ground floor of docs/architecture.md §1.
 
 Nothing here imports another package of the project: the apps import it, never the other way.
 A module belongs here when an app needs it and it knows no app's models:

@@ -1,7 +1,7 @@
 """Who is calling: origins and CORS, bearer and session tokens, and who may see which session.
 
 Implements docs/api.md §10 on the request side (the configuration is ``foundation.auth``);
-the README's "Owners, tokens and origins" says it for users.
+docs/access.md §1 says it for users.
 
 * :class:`CorsMiddleware` (outermost): answers every ``OPTIONS`` as a preflight (204, docs/api.md §10.8), lets
   ``/healthz``, ``/openapi.json`` and ``/`` through before the origin check, refuses other

@@ -1,8 +1,8 @@
 """The environment, read through one ``environ.Env``: the settings and the ``agents`` command line.
 
-Every variable is listed in the README's configuration table. The helpers below derive what
-more than one reader needs (the database URL and its default, the data directory, the default
-allowed hosts), so that the command line and the settings cannot disagree.
+Every variable is listed in docs/running.md §1 and on the settings page generated from the code.
+The helpers below derive what more than one reader needs (the database URL and its default, the
+data directory, the default allowed hosts), so that the command line and the settings cannot disagree.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def database_url() -> str:
     """``DATABASE_URL``, or the SQLite file ``agents-server.db`` of the working directory.
 
     ``DATABASE_URL`` is a URL (``postgres://...``, ``sqlite:///...``) or the path of a SQLite file
-    (README, "Configuration"): a value without a scheme is a path, relative to the working directory.
+    (docs/running.md §1): a value without a scheme is a path, relative to the working directory.
 
     Returns:
         A URL django-environ understands (``sqlite:////abs/path.db``, ``postgres://...``).

@@ -1,4 +1,4 @@
-"""The value of ``--isolate-tools`` (README, "Isolating tool calls"): read by the command line
+"""The value of ``--isolate-tools`` (docs/guide-toolboxes.md §5): read by the command line
 before Django starts, and by ``sessions_app.isolation`` when it runs a call."""
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class HybridMiddleware:
 class AccessLogMiddleware(HybridMiddleware):
     """One log line per request (``http.request``): method, path without its query (which may carry
     ``access_token``), status, and the milliseconds until the answer's head was ready, which for an
-    event stream is its first byte, not its end (the README, "Running it for real")."""
+    event stream is its first byte, not its end (the docs/running.md §1)."""
 
     def before(self, request: HttpRequest) -> HttpResponse | None:
         request.META["agents.started"] = time.monotonic()

@@ -1,4 +1,4 @@
-"""Authentication and permission classes of the REST API (the README's "Owners, tokens and origins").
+"""Authentication and permission classes of the REST API (docs/access.md §1).
 
 Every viewset uses :class:`BearerAuthentication` and the three permissions below; what differs
 between views is said by attributes of the view, not by paths:

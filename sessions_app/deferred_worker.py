@@ -1,5 +1,4 @@
-"""For your own Celery workers: answer deferred calls the server publishes to a queue (README,
-"Deferred calls on a Celery queue").
+"""For your own Celery workers: answer deferred calls the server publishes to a queue (docs/guide-deferred.md §1).
 
 A ``defer`` disposition with a ``queue`` makes the server publish the task
 ``agents.deferred_call`` to that queue, with the call as keyword arguments (:class:`DeferredCall`).

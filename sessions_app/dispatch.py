@@ -1,7 +1,7 @@
 """Sending work to the workers: runs and background tool calls, after commit, by task name.
 
 Services and the run loop enqueue through here and never import the tasks module, which imports
-them (the README's "How it is built"). A task is sent only once the transaction that requested
+them (docs/architecture.md §1). A task is sent only once the transaction that requested
 it has committed, so a worker never looks for a row it cannot see yet; a task that finds nothing
 to do (claimed already, or gone) exits. Scaled out, tasks go to the Celery broker; on the
 embedded default, to the thread pools of this process (``agentsite.embedded``), installed at
@@ -24,7 +24,7 @@ RUN_SESSION_TASK = "sessions.run_session"
 RUN_BACKGROUND_CALL_TASK = "sessions.run_background_call"
 FORWARD_WATCHED_EVENT_TASK = "sessions.forward_watched_event"
 #: The task a deferred call routed to a queue is published as; the user's worker implements it
-#: (README, "Deferred calls on a Celery queue").
+#: (docs/guide-deferred.md §1).
 DEFERRED_CALL_TASK = "agents.deferred_call"
 
 log = logging.getLogger("sessions.dispatch")
@@ -88,14 +88,14 @@ def send_background_call(call_id: str) -> None:
 
 def enqueue_watched_event(event_seq: int) -> None:
     """Send event ``event_seq`` to a worker that mails it to its watchers, once the transaction
-    that wrote it commits (README, "Agent-to-agent mail")."""
+    that wrote it commits (docs/guide-sessions.md §3)."""
     args = [str(event_seq)]
     transaction.on_commit(lambda: _send(FORWARD_WATCHED_EVENT_TASK, args))
 
 
 def publish_deferred_call(queue: str, payload: dict[str, Any]) -> None:
     """Publish ``agents.deferred_call`` with ``payload`` (keyword arguments) to Celery queue
-    ``queue`` once the transaction commits (README, "Deferred calls on a Celery queue").
+    ``queue`` once the transaction commits (docs/guide-deferred.md §1).
 
     Only a server with a broker other processes share (``REDIS_URL``) can publish: on the
     embedded default the call stays deferred, completable over HTTP, and a warning is logged.

@@ -123,8 +123,7 @@ def run_tool_call(agent: RuntimeAgent, call: dict[str, Any], context: ToolContex
         return "Failed", f"Error: the arguments of {name} are not valid JSON: {error}"
     if not isinstance(arguments, dict):
         return "Failed", f"Error: the arguments of {name} must be a JSON object"
-    # --isolate-tools: bash and MCP calls go to the worker, never run here (README, "Isolating
-    # tool calls")
+    # --isolate-tools: bash and MCP calls go to the worker, never run here (docs/guide-toolboxes.md §5)
     result = isolation.run(call, context) if isolation.applies(tool) else tool.call(arguments, isolation.guard(context))
     return ("Failed" if result.is_error else "Completed"), result.response
 

@@ -1,4 +1,4 @@
-"""The kinds of events and the payload each one carries (the README's "Live events").
+"""The kinds of events and the payload each one carries (docs/guide-sessions.md §4).
 
 A payload is what an event's ``data`` holds besides ``kind``, ``seq``, ``session_id`` and
 ``owner``. Payloads are bounded: large tool results and turns are summarised with their size,

@@ -83,7 +83,7 @@ _watched_ids: tuple[float, frozenset[str]] = (float("-inf"), frozenset())
 
 
 def _watched(session_id: uuid.UUID | str, kind: str) -> bool:
-    """Whether a live ``watch-session`` may want this event (README, "Agent-to-agent mail")."""
+    """Whether a live ``watch-session`` may want this event (docs/guide-sessions.md §3)."""
     global _watched_ids
     if kind in UNWATCHABLE_KINDS:
         return False

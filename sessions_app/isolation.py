@@ -1,5 +1,4 @@
-"""``--isolate-tools``: bash and MCP tool calls run by a worker outside the server (README,
-"Isolating tool calls").
+"""``--isolate-tools``: bash and MCP tool calls run by a worker outside the server (docs/guide-toolboxes.md §5).
 
 With ``AGENTS_ISOLATE_TOOLS`` set (``docker:IMAGE`` or ``process:PATH``), every call of a bash or
 MCP tool that gets executed, whatever its disposition, goes to the worker: one JSON envelope on
@@ -100,8 +99,8 @@ def run(call: dict[str, Any], context: ToolContext) -> ToolResult:
 
 
 def _answer(stdout: bytes, printed: int, token: str, context: ToolContext, name: str) -> ToolResult:
-    """The result a worker's answer gives, capped like any tool's output (README, "Isolating tool
-    calls"; :func:`tools_app.base.cap_result`).
+    """The result a worker's answer gives, capped like any tool's output (docs/guide-toolboxes.md §5;
+    :func:`tools_app.base.cap_result`).
 
     Args:
         stdout: the answer as read: at most the output cap plus ``ENVELOPE_OVERHEAD_BYTES``.

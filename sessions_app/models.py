@@ -466,7 +466,7 @@ class StartedCall(models.Model):
 
 class SessionWatch(models.Model):
     """A session's ``watch-session``: events of ``watched`` forwarded to ``watcher`` as
-    ``watchedEvent`` mail until ``expires_at`` (README, "Agent-to-agent mail").
+    ``watchedEvent`` mail until ``expires_at`` (docs/guide-sessions.md §3).
 
     Kept in the database, so a watch outlives the process that made it and every worker forwards
     it; it dies with either session (cascade) or at its deadline.

@@ -231,7 +231,7 @@ class DbSessionsPort:
             )
             return changed == 1, previous
 
-    # --- mail (README, "Agent-to-agent mail") -------------------------------------------------
+    # --- mail (docs/guide-sessions.md §3) -------------------------------------------------
 
     def send_message(
         self, to: str, text: str, *, in_reply_to: str | None, expects_reply: bool, interrupt: bool

@@ -1,4 +1,4 @@
-"""Values a session holds outside the database (README, "Parameters and bindings"; docs/sessions.md §10).
+"""Values a session holds outside the database (docs/guide-parameters.md §1; docs/sessions.md §10).
 
 Three kinds of value must reach the process that runs a session's step, yet never be written to
 PostgreSQL or SQLite, an event, an answer or a log:

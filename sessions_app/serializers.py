@@ -404,7 +404,7 @@ class ReceiptSerializer(serializers.Serializer):
 
 
 class EnvelopeSerializer(serializers.Serializer):
-    """One piece of mail as stored: the Envelope of the README's mailbox section."""
+    """One piece of mail as stored: the Envelope of docs/guide-sessions.md §2."""
 
     id = serializers.UUIDField(source="mail_id")
     seq = serializers.IntegerField()

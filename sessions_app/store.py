@@ -1,7 +1,7 @@
 """The versioned store of session rows: the only code that writes a ``Session`` row.
 
 Every stored change increments ``version`` and is written with ``UPDATE ... WHERE version = n``
-(docs/sessions.md §4.3; the README's "How it is built"); a run's writes are also fenced
+(docs/sessions.md §4.3; docs/architecture.md §1); a run's writes are also fenced
 by its lease. Each store appends ``session.updated`` in the same transaction.
 """
 

@@ -1,5 +1,5 @@
 """Fixtures shared by the integration tests: the scripted LLM, servers, workers, databases, and the
-hooks that put each test in its layer (the README's "Tests")."""
+hooks that put each test in its layer (docs/testing.md §1)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def layers(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by :func:`layers` (the README's "Tests"), so that ``-m "not integration"``
+    """Mark each test by :func:`layers` (docs/testing.md §1), so that ``-m "not integration"``
     leaves the in-process layer only. A test may also mark itself."""
     for item in items:
         for name in sorted(layers(item)):
@@ -67,7 +67,7 @@ def _process_start(item: pytest.Function) -> str | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
-    """Refuse at collection an in-process test that starts a process (the README's "Tests"): it has
+    """Refuse at collection an in-process test that starts a process (docs/testing.md §1): it has
     to use the ``processes`` fixture (or another of :data:`INTEGRATION_FIXTURES`), which makes it an
     integration test, so that the in-process layer starts none."""
     made = yield

@@ -101,7 +101,7 @@ class Process:
 
 
 class Processes:
-    """The processes one test starts, through the ``processes`` fixture (the README's "Tests"): the
+    """The processes one test starts, through the ``processes`` fixture (docs/testing.md §1): the
     fixture marks its users as integration tests, and kills at teardown what is still running.
 
     ``run`` and ``popen`` take the arguments of ``subprocess.run`` and ``subprocess.Popen``.

@@ -1,4 +1,4 @@
-"""Which tests start processes, read from their code at collection (the README's "Tests").
+"""Which tests start processes, read from their code at collection (docs/testing.md §1).
 
 A test of the in-process layer must not start a process. The conftest asks :func:`starts_a_process`
 about every collected test and refuses, as a collection error, one that does without being an

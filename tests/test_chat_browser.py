@@ -1,4 +1,4 @@
-"""A person in a real browser on the chat page at ``/`` (issue 18; README, "The chat page and the Unix socket").
+"""A person in a real browser on the chat page at ``/`` (issue 18; docs/guide-chat.md §1).
 
 Headless Debian chromium, driven by Playwright as in tests/test_admin_browser.py, talks to a real
 ``agents serve`` with the demo agents and the scripted model. The page is a client of the public

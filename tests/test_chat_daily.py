@@ -1,7 +1,7 @@
-"""The chat page as a person uses it every day (issue 31; README, "The chat page and the Unix
-socket"): each rough edge of points 1-7 and a person's whole path, in headless Debian chromium
-driven by Playwright against a real ``agents serve`` and the scripted model. Screenshots are kept
-in ``test-artifacts/`` (tests/browser.py); axe-core checks the page in the states a person sees.
+"""The chat page as a person uses it every day (issue 31; docs/guide-chat.md §1): each rough edge of
+points 1-7 and a person's whole path, in headless Debian chromium driven by Playwright against a
+real ``agents serve`` and the scripted model. Screenshots are kept in ``test-artifacts/``
+(tests/browser.py); axe-core checks the page in the states a person sees.
 """
 
 from __future__ import annotations

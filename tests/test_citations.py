@@ -17,9 +17,11 @@ that they do not match themselves.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
+from agentsite.docsite import GENERATED_PAGES
 from tests.harness import ROOT
 
 #: Where citations are looked for: the product packages, the tests, the scripts and examples,
@@ -55,6 +57,10 @@ OUTSIDE = re.compile(
 #: Markdown file names that a feature reads from its users' directories (a skill's manifest),
 #: named as data, not cited.
 DATA_FILE_NAMES = {"SKILL.md"}
+#: Where a Markdown name may be found besides the repository's root and the naming file's folder:
+#: the documentation site's pages, which the generated reference pages (docs/docsite.md §2) and
+#: their generator link by name, from the site's ``reference/`` folder.
+SITE = (ROOT / "docs", ROOT / "docs" / "reference")
 #: A Markdown file named anywhere (a docs page, the README, or a file that is not here).
 MARKDOWN = re.compile(r"(?<![\w./-])((?:\.\./)*[\w./-]*[\w-]\.md)\b")
 
@@ -128,7 +134,9 @@ def test_no_citation_of_files_outside_the_repository() -> None:
             named = match.group(1)
             if Path(named).name in DATA_FILE_NAMES:
                 continue
-            if not any((base / named).is_file() for base in (ROOT, path.parent)):
+            if named in GENERATED_PAGES:
+                continue
+            if not any(Path(os.path.normpath(base / named)).is_file() for base in (ROOT, path.parent, *SITE)):
                 found.append(f"{_where(path, text, match.start())}: {named!r} is not a file of this repository")
     assert not found, "citations of files outside the repository:\n" + "\n".join(found)
 

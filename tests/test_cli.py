@@ -56,7 +56,7 @@ def test_check_accepts_good_files_and_lists_every_problem_of_bad_ones() -> None:
         str(AGENTS / "agents_retro.json"),
     )
     assert bad.returncode == 1
-    # the System toolbox of demo-ollama runs now (README, "Built-in toolboxes")
+    # the System toolbox of demo-ollama runs now (docs/guide-toolboxes.md §1)
     assert bad.stdout.splitlines() == [
         "demo-ollama-qwen3-4bthinking: A main agent, capable of reasoning. (1 tools)",
         "  demo-ollama-qwen3-4bthinking: tools: system_system_system_info",

@@ -1,4 +1,4 @@
-"""The operators' console in a real browser (issue 19's acceptance; README, "The admin").
+"""The operators' console in a real browser (issue 19's acceptance; docs/guide-console.md §1).
 
 Headless Debian chromium, driven by Playwright, against a real ``agents serve`` with
 authentication on: an operator builds an agent from form fields and a file row, checks it and

@@ -1,5 +1,5 @@
 """The console as operators use it every day (issue 31, points 8 and 11 and the console bullet;
-README, "The admin"), in headless Debian chromium driven by Playwright against a real
+docs/guide-console.md §1), in headless Debian chromium driven by Playwright against a real
 ``agents serve``: the queue of 50 waiting calls at 1280 px shows each call's tool, arguments, age
 and answer box in one page, and axe-core finds no serious or critical violation on the queue and
 session pages. Screenshots are kept in ``test-artifacts/`` (tests/browser.py)."""

@@ -1,4 +1,4 @@
-"""The console's rules in one process (README, "The admin"): every store keeps a version with what
+"""The console's rules in one process (docs/guide-console.md §1): every store keeps a version with what
 it changed, restores go through the checks, the editor's fields become the same contents a PUT
 would take, a refusal lands at its field and stores nothing, and diffs show the change."""
 

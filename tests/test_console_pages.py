@@ -1,4 +1,4 @@
-"""The console's refusals in one process (README, "The admin"): who may answer, restore, check and
+"""The console's refusals in one process (docs/guide-console.md §1): who may answer, restore, check and
 edit; bad answers and answers to answered calls are refused with a message and change nothing."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``--isolate-tools``: a worker's answer too long to keep whole is capped like any tool output
-(README, "Isolating tool calls"; tools_app.base.cap_result), not reported as "not JSON".
+(docs/guide-toolboxes.md §5; tools_app.base.cap_result), not reported as "not JSON".
 
 In-process: ``sessions_app.isolation.run`` with a real worker process (``process:PATH``) that
 prints the answer its call's ``mode`` argument names.

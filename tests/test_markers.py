@@ -1,4 +1,4 @@
-"""The test layers (the README's "Tests"): the conftest marks each test by the fixtures it uses, and
+"""The test layers (docs/testing.md §1): the conftest marks each test by the fixtures it uses, and
 refuses at collection an in-process test that starts a process."""
 
 from __future__ import annotations

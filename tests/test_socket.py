@@ -1,4 +1,4 @@
-"""``agents serve --socket PATH``: the API on a Unix socket too (issue 18; README, "The chat page and the Unix socket").
+"""``agents serve --socket PATH``: the API on a Unix socket too (issue 18; docs/guide-chat.md §1).
 
 The socket is created mode 0600, a stale one is replaced, it is unlinked on SIGTERM, and requests
 through it skip the origin check (the file's mode is the trust boundary) but not the tokens.

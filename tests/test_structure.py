@@ -1,4 +1,4 @@
-"""The layout rules of the README's "How it is built": no import cycle between the project's
+"""The layout rules of docs/architecture.md §1: no import cycle between the project's
 modules, dependencies pointing one way down the layers of :data:`LAYERS`, and no module over 600
 lines. Imports inside functions count everywhere: an import moved into a function still runs."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.harness import ROOT
 
 #: The project's packages from the ground floor up: a module may import its own package and the
-#: packages below it, never one above (the README's "How it is built").
+#: packages below it, never one above (docs/architecture.md §1).
 LAYERS = ("foundation", "agentfiles", "tools_app", "agents_app", "sessions_app", "console_app", "agentsite")
 #: Packages beside the layers: they import no other package of the project, and only the wiring
 #: (the top layer) imports them.

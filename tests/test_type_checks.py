@@ -1,4 +1,4 @@
-"""The type check of the README's test-suite paragraph: scripts/test runs mypy after ruff over every
+"""The type check of docs/getting-started.md §1: scripts/test runs mypy after ruff over every
 package pyproject.toml installs, and nothing silences it wholesale (no ignored module, no
 ignore without its error code and its reason)."""
 

@@ -1,4 +1,4 @@
-"""On-demand tool groups and gated tools (README, "On-demand tool groups"; docs/tools.md §11).
+"""On-demand tool groups and gated tools (docs/guide-toolboxes.md §4; docs/tools.md §11).
 
 A toolbox's ``Activation`` is ``"always"`` (the default) or ``{"tag": "on-demand", "toolgroup":
 G}``; the key is read as ``Activation`` or ``activation``. The tools of an on-demand toolbox carry
@@ -77,7 +77,7 @@ def open_gates(history: History | None, tools: Mapping[str, Tool], initial: Iter
 
 class _GroupTool(Tool):
     """One of the three meta tools; what they answer is what agents-exe's answered (the fixture
-    session of the README's "On-demand tool groups" replays with it)."""
+    session of docs/guide-toolboxes.md §4 replays with it)."""
 
     def __init__(self, name: str, groups: Sequence[str]) -> None:
         self.name = name

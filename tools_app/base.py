@@ -5,7 +5,7 @@ declare it to the LLM, and :meth:`Tool.call` to run it. Every toolbox kind (bash
 toolboxes, MCP, OpenAPI, PostgREST, skills, sub-agents) is a factory of such objects, and
 policies, bindings or async execution wrap :meth:`Tool.call` rather than the toolbox.
 
-The output cap (README, "Tool output") lives here so that every tool kind gets it: a tool kind
+The output cap (docs/tools.md §4) lives here so that every tool kind gets it: a tool kind
 implements :meth:`Tool.run`, and :meth:`Tool.call` runs it and passes the result through
 :func:`cap_result` (at most ``ToolContext.output_max_bytes``, ``AGENTS_TOOL_OUTPUT_MAX_BYTES``,
 1 MiB by default). Text over the cap is cut and ends with ``[output truncated: N of M bytes

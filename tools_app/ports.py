@@ -89,7 +89,7 @@ class ToolCallInfo:
 
 
 class SendRefused(Exception):
-    """Mail the sessions app would not accept (README, "Agent-to-agent mail").
+    """Mail the sessions app would not accept (docs/guide-sessions.md §3).
 
     Attributes:
         code: ``unknown_recipient`` (no such session for the caller's owner), ``not_permitted``
@@ -122,7 +122,7 @@ class WaitOutcome:
 
 
 class MailPort(Protocol):
-    """Agent-to-agent mail for the calling session (README, "Agent-to-agent mail").
+    """Agent-to-agent mail for the calling session (docs/guide-sessions.md §3).
 
     Every method raises :class:`SendRefused` for a refusal the model should read.
     """

@@ -1,5 +1,5 @@
 """``agents serve``, ``agents worker``, ``agents mcp-server`` and ``agents mock-llm``: the long-running
-processes (the README, "Running it for real")."""
+processes (the docs/running.md §1)."""
 
 from __future__ import annotations
 

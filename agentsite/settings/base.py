@@ -3,7 +3,7 @@
 Embedded default (nothing configured): SQLite in WAL mode, the in-memory channel layer and a
 Celery worker inside the server process on the in-memory broker.
 Scaled out: ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (Celery broker and channel layer).
-Every variable is listed in the README's configuration table and read through
+Every variable is listed in docs/running.md §1 (and on the generated settings page) and read through
 ``foundation.env.env``; the test suite's changes are in ``agentsite.settings.test``.
 """
 
@@ -135,7 +135,7 @@ AGENTS = {
     # Seconds a bash tool may run before its process group is killed, unless the agent sets
     # asyncCallTimeoutSeconds.
     "TOOL_TIMEOUT": env.float("AGENTS_TOOL_TIMEOUT", default=600.0),
-    # docker:IMAGE or process:PATH: bash and MCP calls run by that worker (README, "Isolating tool calls")
+    # docker:IMAGE or process:PATH: bash and MCP calls run by that worker (docs/guide-toolboxes.md §5)
     "ISOLATE_TOOLS": env.str("AGENTS_ISOLATE_TOOLS", default=""),
     # --tool-env: clean (no server configuration) or strict (an allow-list) tool environments
     # (docs/tools.md, "Tool environments")
@@ -195,7 +195,7 @@ AGENTS = {
     "OWNER_API_KEYS": [e for e in env("AGENTS_OWNER_API_KEYS", default="").split(os.pathsep) if e.strip()],
     # The address `agents serve` listens on (--bind): the chat page is served on a loopback one.
     "BIND": env.str("AGENTS_BIND", default="127.0.0.1"),
-    # --no-ui: no chat page at / (README, "The chat page and the Unix socket").
+    # --no-ui: no chat page at / (docs/guide-chat.md §1).
     "NO_UI": env.bool("AGENTS_NO_UI", default=False),
     # Bytes one attachment (a media item) may hold once decoded; larger ones answer 413.
     "MAX_ATTACHMENT_BYTES": env.int("AGENTS_MAX_ATTACHMENT_BYTES", default=20 * 1024 * 1024),

@@ -1,4 +1,4 @@
-"""Our agents as MCP tools: the server side of MCP (README, "Our agents as MCP tools").
+"""Our agents as MCP tools: the server side of MCP (docs/guide-mcp.md §2).
 
 * :mod:`.asks`: one call of an agent, a stored session run until blocked, and its outcome;
 * :mod:`.protocol`: the MCP SDK server both transports share (methods, versions, tools);

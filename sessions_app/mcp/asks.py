@@ -1,4 +1,4 @@
-"""One MCP ``tools/call`` of an agent: a stored session, run until blocked (README, "Our agents as MCP tools").
+"""One MCP ``tools/call`` of an agent: a stored session, run until blocked (docs/guide-mcp.md §2).
 
 :func:`ask_agent` creates a session owned by the caller with the prompt, waits for its run to stop
 (up to 120 s) and says how it went in one text:

@@ -1,4 +1,4 @@
-"""``POST /mcp``: our agents as MCP tools over streamable HTTP, answered with plain JSON (README, "MCP over HTTP").
+"""``POST /mcp``: our agents as MCP tools over streamable HTTP, answered with plain JSON (docs/guide-mcp.md §2).
 
 Every request or batch gets one JSON answer, never an event stream, and no ``Mcp-Session-Id``:
 each request is served by the SDK server of :mod:`sessions_app.mcp.protocol` on a connection of

@@ -1,4 +1,4 @@
-"""``agents mcp-server``: the agents of the ``--agent-file`` list as MCP tools over stdio (README, "agents mcp-server").
+"""``agents mcp-server``: the agents of the ``--agent-file`` list as MCP tools over stdio (docs/guide-mcp.md §2).
 
 One tool per agent file, ``ask_<slug>_<NNN>`` where ``NNN`` is the file's position in the list
 (``ask_weather_000``, ``ask_writer_001``), in that order; helpers stay tools of their root. Each

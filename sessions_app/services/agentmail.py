@@ -1,4 +1,4 @@
-"""Mail between sessions (README, "Agent-to-agent mail"; docs/sessions.md §6.8).
+"""Mail between sessions (docs/guide-sessions.md §3; docs/sessions.md §6.8).
 
 What the System toolbox's ``send-message``, ``spawn-session``, ``watch-session`` and
 ``unwatch-session`` do, and what a spawned child's answer and a watched event become: mail from

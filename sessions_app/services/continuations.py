@@ -161,8 +161,7 @@ def apply_completed_continuations(session: Session, document: dict[str, Any]) ->
 
 def create_continuations(session: Session, new: list[NewContinuation]) -> None:
     """Create the Continuation rows of newly deferred calls (inside the step's transaction), and
-    publish those whose ``defer`` names a ``queue`` to it after commit (README, "Deferred calls
-    on a Celery queue")."""
+    publish those whose ``defer`` names a ``queue`` to it after commit (docs/guide-deferred.md §1)."""
     now = db_now()
     for item in new:
         queue = flatten_disposition(item.disposition).get("queue")

@@ -1,4 +1,4 @@
-"""Bash / binary tools, protocol v1 (README, "Bash tools").
+"""Bash / binary tools, protocol v1 (docs/tools.md §3).
 
 * :mod:`.protocol`: the ``describe`` document and the ``run`` command line and environment;
 * :mod:`.process`: running one process in its own process group, with timeouts and cancellation;

@@ -1,4 +1,4 @@
-"""Finding and loading bash tools: one executable, or every tool of a directory (README, "Bash tools").
+"""Finding and loading bash tools: one executable, or every tool of a directory (docs/tools.md §3).
 
 :func:`describe_script` runs ``<exe> describe`` and parses the document; :func:`load_single_tool`
 makes one :class:`~tools_app.bash.tool.BashTool` (a ``SingleTool`` toolbox);

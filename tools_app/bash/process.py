@@ -1,4 +1,4 @@
-"""Running one short-lived process in a process group of its own (README, "Bash tools").
+"""Running one short-lived process in a process group of its own (docs/tools.md §3).
 
 :func:`run_process` starts a command in a new session, feeds its stdin, reads stdout and stderr
 without blocking on either, stops it on timeout or cancellation, and ends its whole process group

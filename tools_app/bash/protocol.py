@@ -1,6 +1,6 @@
 """The bash-tool protocol v1 itself: the ``describe`` document and the ``run`` command line.
 
-A bash tool is any executable that answers two sub-commands (README, "Bash tools"):
+A bash tool is any executable that answers two sub-commands (docs/tools.md §3):
 
 * ``<exe> describe`` prints a ``ScriptInfo`` JSON document on stdout, parsed here into
   :class:`ScriptInfo` and :class:`ScriptArg`;

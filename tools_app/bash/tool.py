@@ -1,4 +1,4 @@
-"""The bash tool: one describe/run executable exposed to the LLM as ``bash_<slug>`` (README, "Bash tools").
+"""The bash tool: one describe/run executable exposed to the LLM as ``bash_<slug>`` (docs/tools.md §3).
 
 :class:`BashTool` declares the script's arguments as a JSON schema, and on each call builds the
 command line (:mod:`.protocol`), runs it (:mod:`.process`) and turns the outcome into a result.
@@ -100,7 +100,7 @@ class BashTool(Tool):
         return None
 
     def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Run ``<exe> run ...`` and turn its output into a result (README, "Bash tools").
+        """Run ``<exe> run ...`` and turn its output into a result (docs/tools.md §3).
 
         Errors (all ``is_error=True``, never raised): bad arguments (``Error: tool <name>: ...``),
         start failure, timeout (``Error: tool <name> timed out after <N>s``), cancellation,

@@ -1,4 +1,4 @@
-"""Built-in toolboxes (README, "Built-in toolboxes"): SQLite, System, Developer and Lua.
+"""Built-in toolboxes (docs/guide-toolboxes.md §1): SQLite, System, Developer and Lua.
 
 :func:`build_builtin_tools` makes the tools of an agent's ``builtinToolboxes`` (already checked
 when the agent was loaded, see ``agentfiles.builtins``): one tool per toolbox, named

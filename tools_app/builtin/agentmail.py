@@ -1,4 +1,4 @@
-"""The System capabilities that send mail between sessions (README, "Agent-to-agent mail").
+"""The System capabilities that send mail between sessions (docs/guide-sessions.md §3).
 
 They go through ``ToolContext.sessions`` (``tools_app.ports.MailPort``), bound by the sessions
 app to the calling session, so they behave the same from any worker.

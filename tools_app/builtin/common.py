@@ -28,7 +28,7 @@ class AgentLike(Protocol):
     def resolve(self, relative: str) -> Path:
         """A path the agent names: from the agent file's directory when it is there, else the
         working directory when it is there, else the agent file's directory; a stored agent's
-        paths are always inside its files (README, "Built-in toolboxes")."""
+        paths are always inside its files (docs/guide-toolboxes.md §1)."""
         ...
 
 

@@ -1,5 +1,4 @@
-"""The Developer toolbox: ``developer_<Name>_developer_tools {capability, ...}`` (README,
-"Built-in toolboxes").
+"""The Developer toolbox: ``developer_<Name>_developer_tools {capability, ...}`` (docs/guide-toolboxes.md §1).
 
 One tool; ``capability`` picks among those the toolbox lists:
 

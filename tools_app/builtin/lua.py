@@ -1,5 +1,5 @@
 """The Lua toolbox: ``lua_<Name>_execute {script, timeout?}`` on Lua 5.4 (``lupa``) in a process
-of its own per call (README, "Built-in toolboxes"; docs/tools.md, "The Lua toolbox").
+of its own per call (docs/guide-toolboxes.md §1; docs/tools.md, "The Lua toolbox").
 
 Each call starts :mod:`tools_app.builtin.lua_child` as ``python -I -S`` in a new session, with
 an empty environment, only its three pipes open and ``/`` as its directory. That process gets a

@@ -1,4 +1,4 @@
-"""The process that runs one Lua script for the Lua toolbox (README, "Built-in toolboxes";
+"""The process that runs one Lua script for the Lua toolbox (docs/guide-toolboxes.md §1;
 docs/tools.md, "The Lua toolbox").
 
 Started by :mod:`tools_app.builtin.lua` as ``python -I -S lua_child.py LUPA_DIR SERVER_PID`` in a session of

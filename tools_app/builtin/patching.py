@@ -1,4 +1,4 @@
-"""Unified diffs applied to a list of lines: all hunks or none (README, "Built-in toolboxes").
+"""Unified diffs applied to a list of lines: all hunks or none (docs/guide-toolboxes.md §1).
 
 A patch is read leniently, the way models write them: everything before the first ``@@`` header
 (``---``, ``+++``, ``diff``, ``index`` lines) is ignored; in a hunk, ``-`` removes a line, ``+``

@@ -1,4 +1,4 @@
-"""File sandboxes: which paths the built-in file tools may touch (README, "File sandboxes").
+"""File sandboxes: which paths the built-in file tools may touch (docs/guide-toolboxes.md §1).
 
 A :class:`FileSandbox` is built once per toolbox from its declared predicate and never changes.
 Every path is made canonical before it is judged: relative to the sandbox's base directory,

@@ -1,4 +1,4 @@
-"""The SQLite toolbox: ``sqlite_<Name>_query {sql}`` (README, "Built-in toolboxes").
+"""The SQLite toolbox: ``sqlite_<Name>_query {sql}`` (docs/guide-toolboxes.md §1).
 
 One connection per toolbox per process, opened on first use and shared by every session and
 thread of the process, one statement at a time (a lock). ``SqliteReadOnly`` opens the file

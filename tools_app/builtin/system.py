@@ -1,4 +1,4 @@
-"""The System toolbox: ``system_<Name>_system_info {capability, ...}`` (README, "Built-in toolboxes").
+"""The System toolbox: ``system_<Name>_system_info {capability, ...}`` (docs/guide-toolboxes.md §1).
 
 One tool; ``capability`` picks what it does, among those the toolbox lists in ``Capabilities``.
 Answers are ``{"capability", "data", "executionTime"}`` (JSON), except ``attach-file`` whose answer

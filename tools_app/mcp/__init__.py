@@ -1,4 +1,4 @@
-"""MCP servers as toolboxes: the client side of MCP (README, "MCP servers as toolboxes").
+"""MCP servers as toolboxes: the client side of MCP (docs/guide-mcp.md §1).
 
 * :mod:`.config`: the ``mcpServers`` entries (``McpSimpleBinary``, and our ``McpStreamableHttp``);
 * :mod:`.client`: one client session with one server, on the manager's event loop;

@@ -1,4 +1,4 @@
-"""One MCP client session, on the event loop of :mod:`tools_app.mcp.manager` (README, "MCP servers as toolboxes").
+"""One MCP client session, on the event loop of :mod:`tools_app.mcp.manager` (docs/guide-mcp.md §1).
 
 :class:`McpConnection` starts its server (a child process over stdio, or a streamable HTTP
 endpoint), runs ``initialize`` (which sends ``notifications/initialized``) and lists the tools,

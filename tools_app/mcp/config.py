@@ -1,4 +1,4 @@
-"""The ``mcpServers`` entries of an agent file (README, "MCP servers as toolboxes").
+"""The ``mcpServers`` entries of an agent file (docs/guide-mcp.md §1).
 
 Two kinds of entry:
 

@@ -1,4 +1,4 @@
-"""The MCP clients of this process, on one event loop thread (README, "MCP servers as toolboxes").
+"""The MCP clients of this process, on one event loop thread (docs/guide-mcp.md §1).
 
 The MCP SDK is asyncio; tools are called from worker threads (the step engine's, a Celery
 task's). :class:`McpManager` runs one asyncio loop in a daemon thread and keeps one

@@ -1,4 +1,4 @@
-"""An MCP ``CallToolResult`` as a tool result (README, "MCP servers as toolboxes").
+"""An MCP ``CallToolResult`` as a tool result (docs/guide-mcp.md §1).
 
 * Text parts (and the text of embedded text resources) are the result, joined by newlines.
 * Image and audio parts (and embedded binary resources) are media: a result of one such part is

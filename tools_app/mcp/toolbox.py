@@ -1,4 +1,4 @@
-"""MCP servers as toolboxes: :class:`McpToolbox` and the tools it lists (README, "MCP servers as toolboxes").
+"""MCP servers as toolboxes: :class:`McpToolbox` and the tools it lists (docs/guide-mcp.md §1).
 
 A toolbox is one ``mcpServers`` entry of one agent. :meth:`McpToolbox.start` starts its server
 (once per process: the manager keys it by the agent and the entry) and lists its tools; a spawn

@@ -1,4 +1,4 @@
-"""HTTP toolboxes (README, "HTTP APIs as toolboxes"; docs/tools.md §9): OpenAPI and PostgREST.
+"""HTTP toolboxes (docs/guide-toolboxes.md §2; docs/tools.md §9): OpenAPI and PostgREST.
 
 ``config`` reads an ``OpenAPIServer``/``PostgRESTServer`` entry, ``document`` fetches, validates and
 dereferences its document, ``calls`` makes the calls (headers, token and secrets applied per

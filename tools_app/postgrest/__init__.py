@@ -1,2 +1,2 @@
-"""PostgREST toolboxes (README, "HTTP APIs as toolboxes"; docs/tools.md §10): tools per table and
+"""PostgREST toolboxes (docs/guide-toolboxes.md §2; docs/tools.md §10): tools per table and
 method, read from the OpenAPI (Swagger 2.0) document PostgREST serves at its root."""

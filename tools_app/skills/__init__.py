@@ -1,4 +1,4 @@
-"""Skills (README, "Skills"; docs/tools.md §12): packages of instructions, scripts and reference
+"""Skills (docs/guide-toolboxes.md §3; docs/tools.md §12): packages of instructions, scripts and reference
 documents an agent enables when it needs them.
 
 ``sources`` finds the skill directories of ``skillSources`` (a local directory, or a git
