@@ -8,6 +8,7 @@ the build runs mkdocs itself, as scripts/test does, on a copy of docs/ with one 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -118,6 +119,17 @@ def test_the_site_pages_are_the_generated_pages() -> None:
     assert set(pages) == {*docsite.GENERATED_PAGES, "reference/openapi.json"}
     # none of them is stored in docs/: they exist only in the built site
     assert not any((ROOT / "docs" / name).exists() for name in pages)
+
+
+def test_the_front_page_stays_a_front_page() -> None:
+    readme = (ROOT / "README.md").read_text()
+    # a front page, not the manual: everything else lives in docs/
+    assert len(readme.encode()) < 16 * 1024
+    targets = re.findall(r"\]\(([^)#]+)", readme)
+    assert targets and [t for t in targets if not (ROOT / t).exists()] == []
+    # every page of the site is listed in the nav (mkdocs --strict refuses the others too)
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f": {p.name}\n" not in nav] == []
 
 
 @pytest.mark.integration
