@@ -75,6 +75,35 @@ def api_key_for(keys: dict[str, str], key_id: str) -> str | None:
     return keys.get(key_id) or None
 
 
+#: The key id the console stored for "no key" before the rule of :func:`keyless_id`
+#: (docs/agents.md §6.1); read as "no key" wherever the editor shows an agent.
+LEGACY_NO_KEY = "none"
+
+
+def keyless_id(slug: str, current: str | None, known: set[str]) -> str:
+    """The ``apiKeyId`` an agent file names when it is to send no key (docs/agents.md §6.1).
+
+    agents-exe requires a non-empty ``apiKeyId`` and sends no key for an id the keys file lacks, so
+    "no key" is an id that no keys file holds. The agent's own id is kept when it already is one
+    (nothing changes in its versions); otherwise the id is ``<slug>-key``, the shape of
+    agents-exe's own presets, so an exported file names a key its user can add later.
+
+    Args:
+        slug: the agent's slug.
+        current: the agent's stored ``apiKeyId`` (``None`` for a new agent).
+        known: every key id of the server's keys files (shared and owners').
+    Returns:
+        a non-empty id that is not in ``known`` and is not :data:`LEGACY_NO_KEY`.
+    """
+    if current and current not in known and current != LEGACY_NO_KEY:
+        return current
+    candidate, number = f"{slug}-key", 1
+    while candidate in known:
+        number += 1
+        candidate = f"{slug}-key-{number}"
+    return candidate
+
+
 def _parse(document: Any) -> dict[str, str]:
     """Read either shape; raise ``ValueError`` with a message that names the offending entry."""
     shape_hint = 'expected {"<id>": "<value>", ...} or {"keys": [{"id": ..., "value": ...}, ...]}'

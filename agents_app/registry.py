@@ -9,6 +9,7 @@ defines, so an edit made through one process is used by all of them at once.
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 
 from django.conf import settings
 
@@ -25,6 +26,8 @@ class AgentRegistry:
         api_keys: key id -> secret, from the API keys file.
         owner_api_keys: owner -> (key id -> secret), from ``--owner-api-keys``: these replace
             ``api_keys`` for that owner's sessions (docs/api.md §10.6).
+        files_only: serve the agent files' agents only and never read the database (``agents
+            check``, which opens no database: docs/cli.md §6.1).
     """
 
     def __init__(
@@ -32,11 +35,20 @@ class AgentRegistry:
         trees: dict[str, AgentTree],
         api_keys: dict[str, str],
         owner_api_keys: dict[str, dict[str, str]] | None = None,
+        *,
+        files_only: bool = False,
     ) -> None:
         self.trees = trees
         self.api_keys = api_keys
         self.owner_api_keys = owner_api_keys or {}
         self.stored = StoredAgentCache()
+        self.files_only = files_only
+
+    def one_look(self) -> AbstractContextManager[None]:
+        """A block in which the stored agents are read from the database once, at the first
+        lookup: listing every agent makes as many queries for 30 agents as for one
+        (:meth:`StoredAgentCache.one_look`)."""
+        return self.stored.one_look()
 
     def file_slugs(self) -> set[str]:
         """Every slug an agent file defines, helpers included: no stored agent may take one."""
@@ -45,7 +57,7 @@ class AgentRegistry:
     def tree(self, slug: str) -> AgentTree | None:
         """The tree of root agent ``slug``: a file's, else the current stored version's, else ``None``."""
         tree = self.trees.get(slug)
-        if tree is not None:
+        if tree is not None or self.files_only:
             return tree
         self.stored.refresh(self.file_slugs())
         return self.stored.tree(slug)
@@ -58,13 +70,15 @@ class AgentRegistry:
 
     def stored_info(self, slug: str) -> StoredInfo | None:
         """The stored contents and metadata of a stored agent, ``None`` for others."""
-        if slug in self.trees:
+        if slug in self.trees or self.files_only:
             return None
         self.stored.refresh(self.file_slugs())
         return self.stored.info(slug)
 
     def roots(self) -> list[LoadedAgent]:
         """The root agents, files and stored ones, sorted by slug."""
+        if self.files_only:
+            return [self.trees[slug].root for slug in sorted(self.trees)]
         self.stored.refresh(self.file_slugs())
         slugs = sorted({*self.trees, *self.stored.slugs()})
         return [tree.root for tree in (self.tree(slug) for slug in slugs) if tree is not None]
@@ -78,7 +92,7 @@ class AgentRegistry:
                 handles a gone agent handles it too.
         """
         tree = self.tree(slug)
-        if tree is None and slug not in self.trees:
+        if tree is None and slug not in self.trees and not self.files_only:
             refusal = self.stored.refusal(slug)
             if refusal is not None:
                 raise refusal

@@ -24,6 +24,8 @@ import shutil
 import tempfile
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -438,6 +440,25 @@ class StoredAgentCache:
         self._info: dict[str, StoredInfo] = {}
         # slug -> why its stored version may not run here (agent_runs_commands)
         self._refused: dict[str, str] = {}
+        # per thread: inside one_look(), whether this block already looked at the generation
+        self._looks = threading.local()
+
+    @contextmanager
+    def one_look(self) -> Iterator[None]:
+        """Within the block, this thread looks at the generation once, at its first lookup.
+
+        A page that lists every agent looks up each slug several times; without this each lookup
+        is a query, so the page's queries grow with the number of agents (docs/api.md §12.4). The
+        block sees the stored agents as they were at its first lookup, as one request should.
+        """
+        if getattr(self._looks, "active", False):
+            yield
+            return
+        self._looks.active, self._looks.done = True, False
+        try:
+            yield
+        finally:
+            self._looks.active = self._looks.done = False
 
     def refresh(self, file_slugs: set[str]) -> None:
         """Reload what changed since the last look (one query when nothing did).
@@ -450,6 +471,10 @@ class StoredAgentCache:
         """
         from agents_app.models import StoredAgent, StoredAgentsGeneration
 
+        if getattr(self._looks, "done", False):
+            return
+        if getattr(self._looks, "active", False):
+            self._looks.done = True
         # no row yet counts as generation 0 (the migration creates it; a flushed test database has none)
         generation = StoredAgentsGeneration.objects.filter(pk=1).values_list("generation", flat=True).first() or 0
         with self._lock:

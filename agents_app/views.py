@@ -124,14 +124,16 @@ class AgentViewSet(ApiViewSet):
         """List the agents, as a bare array; a stored agent whose tools cannot be built now is left
         out and logged (``agents.stored_load_failed``), as ``GET`` of it answers why."""
         descriptors = []
-        for agent in get_registry().roots():
-            try:
-                descriptors.append(agent_descriptor(agent.spec.slug))
-            except AgentFailedToLoad as error:
-                log.warning(
-                    "stored agent failed to load",
-                    extra={"kind": "agents.stored_load_failed", "agent": agent.spec.slug, "reason": error.message},
-                )
+        registry = get_registry()
+        with registry.one_look():
+            for agent in registry.roots():
+                try:
+                    descriptors.append(agent_descriptor(agent.spec.slug))
+                except AgentFailedToLoad as error:
+                    log.warning(
+                        "stored agent failed to load",
+                        extra={"kind": "agents.stored_load_failed", "agent": agent.spec.slug, "reason": error.message},
+                    )
         return Response([render(AgentDescriptorSerializer, descriptor) for descriptor in descriptors])
 
     @extend_schema(

@@ -15,6 +15,7 @@ from typing import Any, cast
 from django import forms
 from pydantic import TypeAdapter, ValidationError
 
+from agentfiles.keys import LEGACY_NO_KEY, keyless_id
 from agentfiles.loader import format_validation_errors
 from agentfiles.schema import BashToolbox, Binding, ParameterDecl, PolicyRule, Tagged
 from agents_app import services
@@ -30,8 +31,8 @@ FLAVORS = [
     ("MistralV1", "MistralV1"),
     ("OllamaV1", "OllamaV1"),
 ]
-#: The API key choice that names no key: a key id missing from the keys file sends no key.
-NO_KEY = "none"
+#: The API key choice that sends no key; stored as :func:`agentfiles.keys.keyless_id` names it.
+NO_KEY = ""
 DISPOSITIONS = [
     ("", "no policy: every call runs at once"),
     ("runSync", "runSync: run in the step"),
@@ -154,17 +155,18 @@ FileRows = cast(
 )
 
 
-def _key_ids(current: str | None) -> list[tuple[str, str]]:
-    """The API key ids the server knows (the shared keys file and owners' files), then the agent's
-    own if the files lack it, then the no-key choice."""
+def _known_key_ids() -> set[str]:
+    """The key ids of the server's keys files: the shared one and the owners'."""
     registry = get_registry()
-    known = sorted({*registry.api_keys, *(key for keys in registry.owner_api_keys.values() for key in keys)})
-    choices = [(key, key) for key in known]
-    if current and current not in known and current != NO_KEY:
-        choices.append((current, f"{current} (in no keys file: no key is sent)"))
-    if NO_KEY not in known:
-        choices.append((NO_KEY, f"{NO_KEY} (no key is sent: local endpoints)"))
-    return choices
+    return {*registry.api_keys, *(key for keys in registry.owner_api_keys.values() for key in keys)}
+
+
+def _key_ids(slug: str | None, current: str | None) -> list[tuple[str, str]]:
+    """The API key ids the server knows, then the no-key choice, labelled with the id it stores
+    (docs/agents.md §6.1)."""
+    known = _known_key_ids()
+    stored = keyless_id(slug, current, known) if slug else "<slug>-key"
+    return [*((key, key) for key in sorted(known)), (NO_KEY, f"no key is sent (stored as {stored})")]
 
 
 class StoredAgentForm(forms.ModelForm):
@@ -173,7 +175,11 @@ class StoredAgentForm(forms.ModelForm):
     modelUrl = forms.CharField(label="model URL", help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     modelName = forms.CharField(label="model name", help_text="the model the endpoint serves, e.g. gpt-4.1-mini")
     flavor = forms.ChoiceField(choices=FLAVORS, help_text="how requests are formed and answers read")
-    apiKeyId = forms.ChoiceField(label="API key id", help_text="an id of the server's API keys file")
+    apiKeyId = forms.ChoiceField(
+        label="API key id",
+        required=False,
+        help_text="an id of the server's API keys file, or no key (local endpoints need none)",
+    )
     announce = forms.CharField(help_text="one line saying what the agent does (shown to callers and helpers)")
     systemPrompt = forms.CharField(
         label="system prompt",
@@ -236,7 +242,10 @@ class StoredAgentForm(forms.ModelForm):
         self.original = contents
         if "slug" in self.fields:
             self.fields["slug"].help_text = "letters, digits and _ . : - (fixed once stored)"
-        cast(forms.ChoiceField, self.fields["apiKeyId"]).choices = _key_ids(contents.get("apiKeyId"))
+        self.known_keys = _known_key_ids()
+        cast(forms.ChoiceField, self.fields["apiKeyId"]).choices = _key_ids(
+            self.instance.pk or None, contents.get("apiKeyId")
+        )
         flavor = contents.get("flavor")
         if isinstance(flavor, str) and flavor not in dict(FLAVORS):
             cast(forms.ChoiceField, self.fields["flavor"]).choices = [*FLAVORS, (flavor, f"{flavor} (as stored)")]
@@ -251,6 +260,9 @@ class StoredAgentForm(forms.ModelForm):
 
     def _initial_of(self, contents: dict[str, Any]) -> dict[str, Any]:
         initial: dict[str, Any] = {key: contents.get(key) for key in REQUIRED if key in contents}
+        key_id = contents.get("apiKeyId")
+        if "apiKeyId" in contents and (key_id not in self.known_keys or key_id == LEGACY_NO_KEY):
+            initial["apiKeyId"] = NO_KEY
         initial["systemPrompt"] = "\n".join(str(line) for line in contents.get("systemPrompt") or [])
         initial.update({key: contents.get(key, default) for key, default in SCALARS.items()})
         initial.update({key: _pretty(contents[key]) for key in JSON_EDITORS if key in contents})
@@ -270,6 +282,9 @@ class StoredAgentForm(forms.ModelForm):
         data, original = self.cleaned_data, self.original
         contents: dict[str, Any] = dict(data.get("other") or {})
         contents.update({key: data.get(key) for key in REQUIRED})
+        if not data.get("apiKeyId"):
+            slug = str(self.instance.pk or data.get("slug") or "")
+            contents["apiKeyId"] = keyless_id(slug, original.get("apiKeyId"), self.known_keys)
         contents["systemPrompt"] = (data.get("systemPrompt") or "").replace("\r\n", "\n").split("\n")
         for key, default in SCALARS.items():
             value = data.get(key)

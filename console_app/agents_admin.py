@@ -19,11 +19,13 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Max, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
 from agents_app import services
 from agents_app.models import StoredAgent
+from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from console_app.agent_form import StoredAgentForm
 from foundation.errors import ApiError
@@ -82,6 +84,15 @@ class StoredAgentAdmin(admin.ModelAdmin):
                 used=Subquery(sessions.annotate(at=Max("updated_at")).values("at")),
             )
         )
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, str] | None = None) -> HttpResponse:
+        """The list, reading the stored agents once for all its rows' tool counts (rendered inside
+        the block, since the rows are counted while the template renders)."""
+        with get_registry().one_look():
+            response = super().changelist_view(request, extra_context)
+            if isinstance(response, TemplateResponse):
+                response.render()
+            return response
 
     @admin.display(description="model")
     def llm(self, obj: StoredAgent) -> str:

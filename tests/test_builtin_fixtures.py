@@ -100,12 +100,13 @@ def test_laid_out_as_in_their_repositories_every_built_in_user_passes_but_mcp(tm
     files = _lay_out(tmp_path)
     passing = check(files["architect"], files["oneshot"], files["retro"], files["ollama"], cwd=tmp_path)
     assert passing.returncode == 0, passing.stderr
+    # the counts are what the server offers: two helpers and describe_agent, derive_agent each
     assert [line for line in passing.stdout.splitlines() if not line.startswith("  ")] == [
         "architect: An expert Haskell programmer that can read, analyze, and submit issues about Haskell code."
-        " (1 tools)",
-        "oneshot: An expert programmer that can write, read, and check Haskell code. (1 tools)",
+        " (5 tools)",
+        "oneshot: An expert programmer that can write, read, and check Haskell code. (5 tools)",
         "retro: An enthusiastic retrospective agent that can read past session and give hints on what went well"
-        " or wrong. (2 tools)",
+        " or wrong. (6 tools)",
         "demo-ollama-qwen3-4bthinking: A main agent, capable of reasoning. (1 tools)",
     ]
     warnings = passing.stderr

