@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -111,9 +111,11 @@ def once_per_transaction(name: str, compute: Callable[[], T]) -> T:
         return compute()
     # the block itself is kept, not its id: an id can come back with a later block
     block = connection.atomic_blocks[0]
-    cached = connection.__dict__.get(f"agents_once_{name}")
+    # the thread's own connection: ``django.db.connection`` is one proxy object for every thread
+    own = connections[DEFAULT_DB_ALIAS].__dict__
+    cached = own.get(f"agents_once_{name}")
     if cached is not None and cached[0] is block:
         return cached[1]
     value = compute()
-    connection.__dict__[f"agents_once_{name}"] = (block, value)
+    own[f"agents_once_{name}"] = (block, value)
     return value

@@ -92,6 +92,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # PRAGMAs) costs more than a whole step
     DATABASES["default"]["CONN_MAX_AGE"] = None
 else:
+    # Django's backend plus the hooks that run just before COMMIT (the event sequence's lock,
+    # docs/api.md §9.7)
+    DATABASES["default"]["ENGINE"] = "foundation.postgresql"
     # kept between requests and tasks (seconds), checked before reuse after an error
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("AGENTS_DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
