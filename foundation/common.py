@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.models.functions import Now
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -91,6 +92,18 @@ def db_now() -> datetime:
     """
     if connection.vendor == "postgresql":
         return once_per_transaction("now", _database_now)
+    return timezone.now()
+
+
+def db_now_in_statement() -> datetime | Now:
+    """What :func:`db_now` stands for, to put inside a statement: PostgreSQL's ``now()`` as SQL
+    (no round trip of its own), this process's clock on SQLite.
+
+    Use it where the time is only written or compared by the statement, never read back in
+    Python; ``Now() + timedelta(...)`` is a valid expression too.
+    """
+    if connection.vendor == "postgresql":
+        return Now()
     return timezone.now()
 
 

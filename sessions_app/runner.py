@@ -33,7 +33,7 @@ from agents_app.narrowing import narrowed_toolset
 from agents_app.registry import get_registry
 from agents_app.runtime import RuntimeAgent, runtime_agent
 from foundation.auth import AuthConfigError, auth_config
-from foundation.common import db_now
+from foundation.common import db_now_in_statement
 from foundation.errors import UnreadableSession
 from foundation.redaction import redact, redact_urls
 from sessions_app import background, events, hub, mailbox
@@ -96,7 +96,8 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> Session | None:
         The session row as claimed when this worker now holds the run, else ``None``.
     """
     with transaction.atomic():
-        now = db_now()
+        # the database's clock inside the UPDATE: a claim is one statement, not two
+        now = db_now_in_statement()
         changed = (
             Session.objects.filter(pk=session_id, run_id=run_id, status=Session.Status.RUNNING)
             .filter(Q(run_owner__isnull=True) | Q(run_lease_until__lt=now))

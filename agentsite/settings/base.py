@@ -110,6 +110,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fix-up closes every database connection before and after each task unless this
+# is set, and then only every so many tasks: a new PostgreSQL connection per run. Connections
+# are kept instead, for CONN_MAX_AGE and health-checked, by agentsite.celery's own hooks.
+CELERY_DB_REUSE_MAX = 1_000_000
 # Redis: a task not acknowledged within the visibility timeout is delivered again (seconds).
 # The in-memory broker polls its queue: 20 ms keeps a run's start prompt.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600} if REDIS_URL else {"polling_interval": 0.02}
