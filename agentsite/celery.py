@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from celery import Celery
-from celery.signals import setup_logging
+from celery.signals import setup_logging, task_postrun, task_prerun
+from django.db import close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
@@ -29,3 +31,17 @@ app.autodiscover_tasks(["sessions_app"])
 def keep_project_logging(**kwargs: object) -> None:
     """Celery configures logging unless someone answers this signal: keep Django's LOGGING (JSON
     lines on stderr) in worker processes too."""
+
+
+@task_prerun.connect
+@task_postrun.connect
+def recycle_database_connections(task: Any = None, **kwargs: object) -> None:
+    """Around each task, what Django does around each request: close the thread's connections
+    that are broken or older than ``CONN_MAX_AGE`` and keep the others (Celery's own closing is
+    turned down by ``CELERY_DB_REUSE_MAX`` in the settings; docs/sessions.md §9).
+
+    An eager task (run inline, inside its caller's transaction) is left alone.
+    """
+    if task is not None and getattr(task.request, "is_eager", False):
+        return
+    close_old_connections()

@@ -98,13 +98,20 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     return "\n".join(lines)
 
 
+#: Where a run's figures go when ``--json`` names no file (gitignored).
+RESULTS_DIR = ROOT / "bench" / "results"
+
+
 def write_json(path: str | None, payload: dict[str, Any]) -> None:
-    """Write ``payload`` (plus the machine's description) to ``path`` when one is given."""
+    """Write ``payload`` (plus the machine's description) to ``path``, or without one to
+    ``bench/results/<benchmark>-<time>.json``: every run leaves a file that ``bench/compare.py``
+    compares with another."""
     if not path:
-        return
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        path = str(RESULTS_DIR / f"{payload.get('benchmark', 'bench')}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     payload = {"machine": machine(), **payload}
     Path(path).write_text(json.dumps(payload, indent=2, default=str))
-    print(f"wrote {path}")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def machine() -> dict[str, Any]:
@@ -388,12 +395,17 @@ def create_database(procs: Processes, prefix: str) -> str:
 def claim_redis_db(procs: Processes) -> str:
     """A Redis database of its own among 1-15, taken as the tests take theirs (a lock key
     ``agents-tests:db:<n>`` in database 0, set if absent, expiring, renewed here while the block
-    lasts), emptied before use and at the end, when the lock is given back."""
+    lasts), emptied before use and at the end, when the lock is given back.
+
+    Every scaled system takes one: two systems on one database would take each other's runs
+    and fleet key. A database number in ``BENCH_REDIS_URL`` is therefore not used; its server is.
+    """
     import redis
 
     base = REDIS_URL.rstrip("/")
-    if base.count("/") > 2:  # a database number was given: use it as it is
-        return base
+    if base.count("/") > 2:
+        base, number = base.rsplit("/", 1)
+        print(f"BENCH_REDIS_URL: database {number} ignored, each system takes a database of its own", file=sys.stderr)
     locks = redis.Redis.from_url(f"{base}/0")
     owner = f"bench-{uuid.uuid4().hex}"
     deadline = time.monotonic() + 120

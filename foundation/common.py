@@ -11,7 +11,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.models.functions import Now
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -100,6 +101,18 @@ def db_now() -> datetime:
     return timezone.now()
 
 
+def db_now_in_statement() -> datetime | Now:
+    """What :func:`db_now` stands for, to put inside a statement: PostgreSQL's ``now()`` as SQL
+    (no round trip of its own), this process's clock on SQLite.
+
+    Use it where the time is only written or compared by the statement, never read back in
+    Python; ``Now() + timedelta(...)`` is a valid expression too.
+    """
+    if connection.vendor == "postgresql":
+        return Now()
+    return timezone.now()
+
+
 def _database_now() -> datetime:
     with connection.cursor() as cursor:
         cursor.execute("SELECT now()")
@@ -117,9 +130,11 @@ def once_per_transaction(name: str, compute: Callable[[], T]) -> T:
         return compute()
     # the block itself is kept, not its id: an id can come back with a later block
     block = connection.atomic_blocks[0]
-    cached = connection.__dict__.get(f"agents_once_{name}")
+    # the thread's own connection: ``django.db.connection`` is one proxy object for every thread
+    own = connections[DEFAULT_DB_ALIAS].__dict__
+    cached = own.get(f"agents_once_{name}")
     if cached is not None and cached[0] is block:
         return cached[1]
     value = compute()
-    connection.__dict__[f"agents_once_{name}"] = (block, value)
+    own[f"agents_once_{name}"] = (block, value)
     return value

@@ -12,13 +12,16 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any, cast
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.utils import timezone
 
 from foundation.common import once_per_transaction
+from foundation.postgresql.base import DatabaseWrapper as NumberingWrapper
+from foundation.postgresql.base import before_commit
 from sessions_app import hub
 from sessions_app.dispatch import enqueue_watched_event
 from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn
@@ -27,20 +30,6 @@ from sessions_app.serializers import meta_view
 
 #: Any constant works: it only has to be the same in every process writing events.
 _ADVISORY_LOCK_KEY = 0x6167656E7473
-
-
-def _lock_sequence() -> None:
-    # Without this, two transactions could commit seq 11 before seq 10 and a reader at 11 would
-    # never see 10. SQLite already runs one writer at a time. The lock is held until the
-    # transaction ends, so it is taken once per transaction.
-    if connection.vendor == "postgresql":
-        once_per_transaction("events_lock", _take_sequence_lock)
-
-
-def _take_sequence_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_KEY])
-    return True
 
 
 def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payload: Mapping[str, Any]) -> Event:
@@ -52,7 +41,9 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
         owner: the owner of the session's root (``None`` without authentication).
         payload: the kind's fields, a :data:`~sessions_app.event_types.PAYLOADS` TypedDict.
     Returns:
-        The stored row; readers are woken once the transaction commits.
+        The stored row; readers are woken once the transaction commits. On PostgreSQL its
+        ``seq`` is provisional (negative) until the transaction commits, then the final one
+        (docs/api.md §9.7).
     """
     # inside the change's transaction (the usual case) no savepoint is needed: the event and the
     # change commit or roll back together
@@ -60,16 +51,69 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
         session_id=session_id, owner=owner, kind=str(kind), payload_json=json.dumps(payload), created_at=timezone.now()
     )
     with transaction.atomic(savepoint=False):
-        _lock_sequence()
+        numbered_at_commit = isinstance(connections[DEFAULT_DB_ALIAS], NumberingWrapper)
+        if connection.vendor == "postgresql" and not numbered_at_commit:
+            # another project's PostgreSQL backend, without the hook: the lock to the end
+            once_per_transaction("events_lock", _take_sequence_lock)
         # one INSERT ... RETURNING: events are written at every step and every streamed token,
         # and the model layer's save costs several times the statement itself
         with connection.cursor() as cursor:
-            cursor.execute(_INSERT, [_db_value(name, getattr(event, name)) for name in _COLUMNS])
+            cursor.execute(
+                _INSERT_PROVISIONAL if numbered_at_commit else _INSERT,
+                [_db_value(name, getattr(event, name)) for name in _COLUMNS],
+            )
             event.seq = cursor.fetchone()[0]
-        hub.announce_on_commit(session_id, event.seq, owner)
-        if _watched(session_id, str(kind)):
-            enqueue_watched_event(event.seq)
+        if numbered_at_commit:
+            pending = once_per_transaction("events_pending", _numbered_at_commit)
+            pending.append(event)
+            # one callback per event, as a savepoint that rolls back drops the callbacks made in it
+            transaction.on_commit(partial(_announce_numbered, pending))
+        else:
+            hub.announce_on_commit(session_id, event.seq, owner)
+            if _watched(session_id, str(kind)):
+                enqueue_watched_event(event.seq)
     return event
+
+
+def _take_sequence_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_KEY])
+    return True
+
+
+def _announce_numbered(events: list[Event]) -> None:
+    """After commit: wake the readers of ``events`` (their seq now final) and their watchers, in
+    one announcement; empties the list, so the first callback of a transaction sends them all."""
+    changes: dict[str, hub.Change] = {}
+    for event in events:
+        changes.setdefault(str(event.session_id), hub.Change()).merge(event.seq, event.owner)
+        if _watched(event.session_id, event.kind):
+            enqueue_watched_event(event.seq)
+    events.clear()
+    if changes:
+        hub.announce(changes)
+
+
+def _numbered_at_commit() -> list[Event]:
+    """The events of this PostgreSQL transaction, numbered just before it commits.
+
+    Taking the sequence's lock at the first event and holding it to the end (as SQLite's single
+    writer does) would make every event-writing transaction of the fleet wait for the others';
+    here it is held for one statement and the ``COMMIT`` (docs/api.md §9.7).
+    """
+    pending: list[Event] = []
+
+    def number() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT provisional, final FROM sessions_app_number_events(%s)", [_ADVISORY_LOCK_KEY])
+            finals = dict(cursor.fetchall())
+        # events of a savepoint that rolled back are gone, and keep no number
+        pending[:] = [event for event in pending if event.seq in finals]
+        for event in pending:
+            event.seq = finals[event.seq]
+
+    before_commit(number)
+    return pending
 
 
 #: Event kinds never forwarded to watchers: one mail per streamed token would flood them.
@@ -105,6 +149,11 @@ _COLUMNS = ("session_id", "owner", "kind", "payload_json", "created_at")
 _INSERT = (
     f"INSERT INTO {Event._meta.db_table} ({', '.join(_COLUMNS)}) "  # noqa: S608 - the table name comes from the model's meta; every value is a parameter
     f"VALUES ({', '.join(['%s'] * len(_COLUMNS))}) RETURNING seq"
+)
+#: The same with a provisional ``seq`` (PostgreSQL), numbered at commit by :func:`_numbered_at_commit`.
+_INSERT_PROVISIONAL = (
+    f"INSERT INTO {Event._meta.db_table} (seq, {', '.join(_COLUMNS)}) "  # noqa: S608 - as above
+    f"VALUES (-nextval('sessions_app_event_pending'), {', '.join(['%s'] * len(_COLUMNS))}) RETURNING seq"
 )
 
 

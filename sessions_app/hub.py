@@ -38,7 +38,7 @@ from channels.layers import get_channel_layer
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.transaction import on_commit as transaction_on_commit
 
 log = logging.getLogger("sessions.hub")
@@ -338,7 +338,8 @@ def announce_on_commit(session_id: object, seq: int | None = None, owner: str | 
         seq: the ``seq`` of the event the change wrote, if it wrote one.
         owner: the session's owner, when the caller knows it (events carry it).
     """
-    pending: dict[str, Change] = connection.__dict__.setdefault("agents_announce", {})
+    # the thread's own connection: ``django.db.connection`` is one proxy object for every thread
+    pending: dict[str, Change] = connections[DEFAULT_DB_ALIAS].__dict__.setdefault("agents_announce", {})
     pending.setdefault(str(session_id), Change()).merge(seq, owner)
 
     def flush() -> None:

@@ -326,8 +326,9 @@ class Event(models.Model):
     """One event of the live streams, kept for replay (docs/api.md §9.7).
 
     ``seq`` is global and increasing. Events are inserted in the transaction of the change they
-    report, and on PostgreSQL under a transaction-scoped advisory lock, so they become visible in
-    ``seq`` order: a reader that has seen ``seq = n`` never sees a smaller one appear later.
+    report; on PostgreSQL with a provisional negative ``seq``, numbered just before commit under
+    a transaction-scoped advisory lock, so they become visible in ``seq`` order: a reader that
+    has seen ``seq = n`` never sees a smaller one appear later (docs/api.md §9.7).
     ``session_id`` is not a foreign key: ``session.deleted`` outlives its session.
     """
 

@@ -33,10 +33,11 @@ from agents_app.narrowing import narrowed_toolset
 from agents_app.registry import get_registry
 from agents_app.runtime import RuntimeAgent, runtime_agent
 from foundation.auth import AuthConfigError, auth_config
-from foundation.common import db_now
+from foundation.common import db_now_in_statement
 from foundation.errors import UnreadableSession
 from foundation.redaction import redact, redact_urls
 from sessions_app import background, events, hub, mailbox
+from sessions_app.deltas import DeltaBuffer
 from sessions_app.dispatch import enqueue_background_call, send_background_call, send_run
 from sessions_app.engine import (
     DETACHED_BY_INTERRUPT,
@@ -53,7 +54,6 @@ from sessions_app.event_types import (
     RunStarted,
     RunStopped,
     SessionFailed,
-    TextDelta,
     ToolFinished,
     ToolProgressed,
     ToolStarted,
@@ -96,7 +96,8 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> Session | None:
         The session row as claimed when this worker now holds the run, else ``None``.
     """
     with transaction.atomic():
-        now = db_now()
+        # the database's clock inside the UPDATE: a claim is one statement, not two
+        now = db_now_in_statement()
         changed = (
             Session.objects.filter(pk=session_id, run_id=run_id, status=Session.Status.RUNNING)
             .filter(Q(run_owner__isnull=True) | Q(run_lease_until__lt=now))
@@ -256,13 +257,14 @@ class _Run:
 
     def _step(self, document: SessionDocument) -> bool:
         """One step, stored; ``True`` when it ended the run (nothing left to do ends it too)."""
+        deltas = DeltaBuffer(self.session.pk, self.session.owner) if settings.AGENTS["STREAM_TOKENS"] else None
         try:
             result = step(
                 document,
                 self.agent,
                 self.session,
                 signals=self.signals,
-                on_text_delta=_text_delta_emitter(self.session) if settings.AGENTS["STREAM_TOKENS"] else None,
+                on_text_delta=deltas.add if deltas is not None else None,
                 on_tool_event=_tool_event_emitter(self.session),
                 owner=self.session.owner,
                 params=StepParams(self.held.values, self.held.visible, self.narrowed, self.inherited),
@@ -280,6 +282,10 @@ class _Run:
                 extra={"kind": "run.completion_interrupted", "session_id": str(self.session_id)},
             )
             return False
+        finally:
+            # the streamed text is out before the turn that holds it is stored
+            if deltas is not None:
+                deltas.flush()
         if _store_step(self.session, result, mode=self.mode):
             return True
         self.steps += 1
@@ -492,13 +498,6 @@ def _hand_back(session_id: uuid.UUID) -> None:
             run_id = str(session.run_id)
             transaction.on_commit(lambda: send_run(str(session_id), run_id))
     log.info("run handed back", extra={"kind": "run.handed_back", "session_id": str(session_id)})
-
-
-def _text_delta_emitter(session: Session) -> Callable[[str], None]:
-    def emit_delta(text: str) -> None:
-        events.emit(EventKind.TEXT_DELTA, session.pk, session.owner, TextDelta(text=text))
-
-    return emit_delta
 
 
 def _tool_event_emitter(

@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from redis.typing import EncodableT, FieldT
 
 log = logging.getLogger("sessions.secrets")
@@ -79,6 +80,14 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
 return 1
 """
+
+
+#: Why a process cannot join a fleet whose key another ``DJANGO_SECRET_KEY`` wrapped.
+FLEET_KEY_MISMATCH = (
+    f"the fleet key in this Redis database ({FLEET_KEY}) was made by processes with another "
+    "DJANGO_SECRET_KEY: every agents serve and agents worker sharing a REDIS_URL database must have the "
+    "same DJANGO_SECRET_KEY; give a second fleet a Redis database of its own"
+)
 
 
 def _ttl() -> float:
@@ -165,7 +174,11 @@ class RedisStore:
         )
         ttl_ms = int(float(settings.AGENTS["LEASE_SECONDS"]) * 1000)
         stored = self._join(keys=[MEMBERS_KEY, FLEET_KEY], args=[member, ttl_ms, candidate])
-        return self._unwrap(stored)
+        try:
+            return self._unwrap(stored)
+        except InvalidTag:
+            # cryptography's own message is the bare class name: say what is wrong, and the fix
+            raise ImproperlyConfigured(FLEET_KEY_MISMATCH) from None
 
     def leave(self, member: str) -> None:
         """Leave the fleet; the last one out deletes the key."""

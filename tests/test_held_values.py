@@ -7,9 +7,10 @@ import time
 
 import pytest
 import redis
+from django.core.exceptions import ImproperlyConfigured
 
 from agentfiles.bindings import EVERYWHERE, ScopedBinding, descend, glob_matches, parse_address
-from sessions_app.secrets import FLEET_KEY, MemoryStore, RedisStore
+from sessions_app.secrets import FLEET_KEY, FLEET_KEY_MISMATCH, MemoryStore, RedisStore
 
 
 def test_values_are_encrypted_bound_to_their_slot_and_readable_while_the_fleet_lives(redis_url) -> None:
@@ -48,6 +49,19 @@ def test_the_last_process_out_takes_the_key_with_it(redis_url) -> None:
     a.change("s", {"p:other": "w"})
     assert a.read("s") == {"p:other": "w"}
     assert key_id
+
+
+def test_a_second_fleet_with_another_secret_key_on_the_same_redis_database_is_told_why(redis_url, settings) -> None:
+    first = RedisStore(redis_url)
+    first.join("a")
+    first.change("s", {"p:token": "v"})
+    settings.SECRET_KEY = "another fleet's secret key, not the first one's"
+    with pytest.raises(ImproperlyConfigured) as refused:
+        RedisStore(redis_url).join("b")
+    assert str(refused.value) == FLEET_KEY_MISMATCH
+    assert "DJANGO_SECRET_KEY" in str(refused.value) and "Redis database" in str(refused.value)
+    # the first fleet and its values are untouched
+    assert first.read("s") == {"p:token": "v"}
 
 
 def test_a_fleet_whose_members_all_expired_starts_over(redis_url, settings) -> None:

@@ -92,6 +92,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # PRAGMAs) costs more than a whole step
     DATABASES["default"]["CONN_MAX_AGE"] = None
 else:
+    # Django's backend plus the hooks that run just before COMMIT (the event sequence's lock,
+    # docs/api.md §9.7)
+    DATABASES["default"]["ENGINE"] = "foundation.postgresql"
     # kept between requests and tasks (seconds), checked before reuse after an error
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("AGENTS_DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -107,6 +110,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fix-up closes every database connection before and after each task unless this
+# is set, and then only every so many tasks: a new PostgreSQL connection per run. Connections
+# are kept instead, for CONN_MAX_AGE and health-checked, by agentsite.celery's own hooks.
+CELERY_DB_REUSE_MAX = 1_000_000
 # Redis: a task not acknowledged within the visibility timeout is delivered again (seconds).
 # The in-memory broker polls its queue: 20 ms keeps a run's start prompt.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600} if REDIS_URL else {"polling_interval": 0.02}
