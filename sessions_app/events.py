@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, cast
 
@@ -18,10 +18,20 @@ from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
 
+from foundation import metrics
 from foundation.common import once_per_transaction
 from sessions_app import hub
 from sessions_app.dispatch import enqueue_watched_event
-from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn
+from sessions_app.event_types import (
+    EventKind,
+    SessionMeta,
+    SessionUpdated,
+    TextDelta,
+    ToolFinished,
+    ToolProgressed,
+    ToolStarted,
+    bounded_turn,
+)
 from sessions_app.models import Event, EventRetention, Session, SessionWatch
 from sessions_app.serializers import meta_view
 
@@ -69,7 +79,26 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
         hub.announce_on_commit(session_id, event.seq, owner)
         if _watched(session_id, str(kind)):
             enqueue_watched_event(event.seq)
+    metrics.EVENTS.labels(kind=str(kind)).inc()
     return event
+
+
+def text_delta_emitter(session: Session) -> Callable[[str], None]:
+    """What a step calls with each streamed piece of the model's text: a ``text.delta`` event."""
+
+    def emit_delta(text: str) -> None:
+        emit(EventKind.TEXT_DELTA, session.pk, session.owner, TextDelta(text=text))
+
+    return emit_delta
+
+
+def tool_event_emitter(session: Session) -> Callable[[EventKind, ToolStarted | ToolProgressed | ToolFinished], None]:
+    """What a step calls as its tool calls start, progress and end: the event of that kind."""
+
+    def emit_tool_event(kind: EventKind, payload: ToolStarted | ToolProgressed | ToolFinished) -> None:
+        emit(kind, session.pk, session.owner, payload)
+
+    return emit_tool_event
 
 
 #: Event kinds never forwarded to watchers: one mail per streamed token would flood them.
