@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from foundation import telemetry
+from foundation.redaction import redact_for_log
 
 log = logging.getLogger("agentsite.tracing")
 
@@ -44,11 +46,28 @@ def configure(command: str) -> bool:
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
-    # the request's span is the parent of the run it starts; no header or query string is kept
-    DjangoInstrumentor().instrument(is_sql_commentor_enabled=False)
+    # the request's span is the parent of the run it starts
+    DjangoInstrumentor().instrument(is_sql_commentor_enabled=False, response_hook=_redacted_hook)
     CeleryInstrumentor().instrument()
-    HTTPXClientInstrumentor().instrument()
+    HTTPXClientInstrumentor().instrument(response_hook=_redacted_hook, async_response_hook=_redacted_async_hook)
     _configured = True
     log.info("traces exported", extra={"kind": "tracing.on", "service": service})
     return True
 
+
+
+def _redact(span: Any) -> None:
+    """Redact the texts an instrumentation put on ``span``: a path's continuation token (whoever
+    holds it may complete the call) and a URL's credentials, as log lines have them
+    (:func:`foundation.redaction.redact_for_log`)."""
+    for key, value in dict(getattr(span, "attributes", None) or {}).items():
+        if isinstance(value, str) and (redacted := redact_for_log(value)) != value:
+            span.set_attribute(key, redacted)
+
+
+def _redacted_hook(span: Any, request: Any, response: Any) -> None:
+    _redact(span)
+
+
+async def _redacted_async_hook(span: Any, request: Any, response: Any) -> None:
+    _redact(span)
