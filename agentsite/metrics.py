@@ -9,17 +9,16 @@ from typing import Any
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import viewsets
 from rest_framework.request import Request
 
 from foundation import metrics
-from foundation.api import error_responses
+from foundation.api import ApiViewSet, error_responses
 from foundation.auth import caller
 from foundation.errors import Forbidden
 from sessions_app.gauges import SharedStateCollector
 
 
-class MetricsViewSet(viewsets.ViewSet):
+class MetricsViewSet(ApiViewSet):
     """``GET /metrics``: the Prometheus text exposition of this process (of the host's processes
     in multiprocess mode) and the fleet's shared gauges; admin owners only."""
 
