@@ -1,7 +1,7 @@
 """The cost of tracing per step: off (the default), on (exporting over OTLP/HTTP), and, with
 ``--baseline``, another checkout (the code before tracing existed).
 
-    .venv/bin/python bench/tracing.py [--runs 60] [--rounds 3] [--baseline /path/to/checkout] [--json out.json]
+    .venv/bin/python bench/tracing.py [--runs 300] [--rounds 5] [--baseline /path/to/checkout] [--json out.json]
 
 Each variant is one ``agents serve`` (embedded worker, SQLite) running the ``bench-tool`` agent:
 a run is three steps (the model asks for the bash tool, the tool runs, the model answers).
@@ -67,8 +67,8 @@ def _shim(workdir: Path) -> Path:
 def main() -> int:
     """Start the variants, take the samples, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=60, help="measured runs per variant")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=300, help="measured runs per variant")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", type=Path, help="a checkout without tracing, measured as 'before'")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -107,8 +107,8 @@ def main() -> int:
             per_step = [wall / STEPS_PER_RUN * 1000 for wall in walls[name]]
             figures[name] = {
                 "cpu_ms_per_step": cpu[name] / steps * 1000,
-                "wall_ms_per_step_p50": percentile(per_step, 50),
-                "wall_ms_per_step_p95": percentile(per_step, 95),
+                "wall_ms_per_step_p50": percentile(per_step, 0.5),
+                "wall_ms_per_step_p95": percentile(per_step, 0.95),
                 "steps": steps,
             }
             row = figures[name]

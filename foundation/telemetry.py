@@ -70,6 +70,11 @@ def traceparent_of(span: Span) -> str:
     return carrier.get("traceparent", "")
 
 
+def current_traceparent() -> str:
+    """The ``traceparent`` of the span current in this thread (``""`` when none records)."""
+    return traceparent_of(trace.get_current_span())
+
+
 def span_context_of(traceparent: str) -> SpanContext | None:
     """The span context a ``traceparent`` names, or ``None`` for an empty or malformed one."""
     if not traceparent:

@@ -6,17 +6,21 @@ span holds the API key or the prompt (docs/observability.md §1)."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from devtools.mockllm import MockLlmServer
-from tests.harness import Server, wait_until, write_agent, write_tool
+from tests.harness import ROOT, Process, Server, base_env, free_port, wait_until, write_agent, write_tool
 from tests.otlp import OtlpReceiver
 
 SECRET = "sk-trace-test-secret-0123456789"
+MCP_PASSWORD = "mcp-trace-pass-58e1c0"
+MCP_QUERY_KEY = "mcp-trace-query-key-2d7b44"
 PROMPT = "PROMPT-MARKER please do the three things"
 
 SCRIPT = {"rules": [
@@ -24,6 +28,7 @@ SCRIPT = {"rules": [
     {"when": {"any_contains": "You are boss.", "last_role": "user"},
      "reply": {"content": "", "tool_calls": [
          {"name": "bash_echo", "arguments": {"text": "hello"}},
+         {"name": "mcp_demo_echo", "arguments": {"text": "over http"}},
          {"name": "io_prompt_agent_kid", "arguments": {"what": "KID-TASK count to three"}},
          {"name": "bash_ask", "arguments": {"question": "may I?"}},
      ]}},
@@ -38,7 +43,31 @@ def receiver() -> Iterator[OtlpReceiver]:
     started.stop()
 
 
-def _agents(tmp: Path, model_url: str) -> list[Path]:
+@pytest.fixture
+def mcp_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The demo MCP server over streamable HTTP, writing the traceparent of each call it gets; a
+    URL to it holding a password and a query key, and that file."""
+    port = free_port()
+    seen = tmp_path / "traceparents.txt"
+    env = base_env(DEMO_MCP_TRACEPARENTS_FILE=str(seen))
+    argv = [sys.executable, str(ROOT / "tests" / "mcp_demo_server.py"), "--http", str(port)]
+    process = Process(argv, env, tmp_path / "mcp.log")
+
+    def listening() -> bool:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+        except httpx.TransportError:
+            return False
+        return True
+
+    try:
+        wait_until(listening, 60)
+        yield f"http://trace-user:{MCP_PASSWORD}@127.0.0.1:{port}/mcp?api_key={MCP_QUERY_KEY}", seen
+    finally:
+        process.stop()
+
+
+def _agents(tmp: Path, model_url: str, mcp_url: str) -> list[Path]:
     arg = {"name": "text", "description": "a text", "type": "string", "backing_type": "string",
            "arity": "single", "mode": "positional"}
     write_tool(tmp / "tools", "echo", {"slug": "echo", "description": "echoes", "args": [arg]}, 'echo "echo $1"')
@@ -47,6 +76,7 @@ def _agents(tmp: Path, model_url: str) -> list[Path]:
     write_agent(tmp, "kid", model_url)
     boss = write_agent(
         tmp, "boss", model_url, toolDirectory="tools", extraAgents=[{"slug": "kid", "path": "kid.json"}],
+        mcpServers=[{"tag": "McpStreamableHttp", "contents": {"name": "demo", "url": mcp_url}}],
         toolCallPolicyConfig={"default": {"tag": "runSync"},
                               "rules": [{"tool": "bash_ask", "disposition": {"tag": "defer", "reason": "a human"}}]},
     )
@@ -73,6 +103,7 @@ def _one(spans: list[dict[str, Any]], **attributes: Any) -> dict[str, Any]:
 def test_a_scaled_out_run_is_one_trace_in_the_genai_conventions(
     tmp_path: Path,
     receiver: OtlpReceiver,
+    mcp_server: tuple[str, Path],
     llm_server: Callable[..., MockLlmServer],
     start_server: Callable[..., Server],
     start_worker: Callable[..., Any],
@@ -80,7 +111,8 @@ def test_a_scaled_out_run_is_one_trace_in_the_genai_conventions(
     redis_url: str,
 ) -> None:
     llm = llm_server(SCRIPT)
-    agents = _agents(tmp_path, llm.url)
+    mcp_url, traceparents = mcp_server
+    agents = _agents(tmp_path, llm.url, mcp_url)
     env = {
         "REDIS_URL": redis_url,
         "AGENTS_API_KEY": SECRET,
@@ -131,6 +163,13 @@ def test_a_scaled_out_run_is_one_trace_in_the_genai_conventions(
     echo = _one(tools, **{"gen_ai.tool.name": "bash_echo"})["attributes"]
     assert echo["agents.tool.kind"] == "bash" and echo["agents.tool.outcome"] == "completed"
     assert echo["agents.tool.policy"] == "runSync" and echo["gen_ai.operation.name"] == "execute_tool"
+    mcp = _one(tools, **{"gen_ai.tool.name": "mcp_demo_echo"})
+    assert mcp["attributes"]["agents.tool.kind"] == "mcp" and mcp["attributes"]["agents.tool.outcome"] == "completed"
+    # the MCP call over HTTP carried the trace: its request is a child of the execute_tool span
+    [sent] = traceparents.read_text().split()
+    _, sent_trace, sent_parent, _ = sent.split("-")
+    assert sent_trace == trace_id
+    assert mcp in [by_id[sent_parent], *_ancestors(by_id[sent_parent], by_id)]
     helper = _one(tools, **{"gen_ai.tool.name": "io_prompt_agent_kid"})
     assert helper["attributes"]["agents.tool.outcome"] == "child"
     ask = _one(tools, **{"gen_ai.tool.name": "bash_ask"})
@@ -152,7 +191,8 @@ def test_a_scaled_out_run_is_one_trace_in_the_genai_conventions(
 
     # nothing exported holds the key or, without the opt-in, the prompt
     exported = b"".join(receiver.bodies)
-    assert SECRET.encode() not in exported
+    for secret in (SECRET, MCP_PASSWORD, MCP_QUERY_KEY):
+        assert secret.encode() not in exported, secret
     assert b"PROMPT-MARKER" not in exported and b"KID-TASK" not in exported
     # nor the continuation token, which the completion's request path holds
     assert pending["continuation_token"].encode() not in exported
