@@ -11,6 +11,7 @@ the database, and the startup recovery sends the runs nobody claimed again (the 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -46,7 +47,8 @@ class EmbeddedWorker:
         with self._lock:
             self._in_flight += 1
         try:
-            pool.submit(self._counted, name, args)
+            # the task runs in the trace context it was sent in, as a Celery task would
+            pool.submit(contextvars.copy_context().run, self._counted, name, args)
         except RuntimeError:
             with self._lock:
                 self._in_flight -= 1

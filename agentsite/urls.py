@@ -6,10 +6,13 @@ from django.contrib import admin
 from django.urls import include, path
 
 from agentsite.chat import chat_page
+from agentsite.metrics import MetricsViewSet
 from foundation.openapi import OpenApiDocumentViewSet
+from foundation.threads import pooled
 
 urlpatterns = [
     path("openapi.json", OpenApiDocumentViewSet.as_view({"get": "list"}), name="openapi"),
+    path("metrics", pooled(MetricsViewSet.as_view({"get": "metrics"})), name="metrics"),
     path("", include("sessions_app.urls")),
     path("", include("agents_app.urls")),
     path("admin/", admin.site.urls),

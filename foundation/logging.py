@@ -1,4 +1,5 @@
-"""JSON log lines on stderr: one object per line with ``ts``, ``kind`` and ``session_id``.
+"""JSON log lines on stderr: one object per line with ``ts``, ``kind`` and ``session_id``, and
+``trace_id`` and ``span_id`` when a traced span is current (docs/observability.md §3).
 
 Prompts, LLM payloads, headers, query strings and keys are never passed to the logger, so
 they never reach this formatter (docs/api.md §14.3). URLs do (an MCP server's, a git source's,
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from foundation.redaction import redact_for_log
+from foundation.telemetry import current_ids
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -42,6 +44,10 @@ class JsonFormatter(logging.Formatter):
             "kind": getattr(record, "kind", record.name),
             "message": record.getMessage(),
         }
+        ids = current_ids()
+        if ids is not None:
+            # the line is formatted in the thread that logged it, where its span is current
+            line["trace_id"], line["span_id"] = ids
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in line:
                 line[key] = value

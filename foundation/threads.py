@@ -10,6 +10,7 @@ connection from request to request. A ``wait=true`` request holds its thread whi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 from collections.abc import Callable
@@ -61,6 +62,8 @@ def pooled(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
     async def run(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         pool = _executor()
         assert pool is not None  # noqa: S101 - narrows the type (never checks input)
-        return await asyncio.get_running_loop().run_in_executor(pool, _call, view, request, args, kwargs)
+        # the view runs in the request's context: its trace span is the parent of what it starts
+        call = functools.partial(contextvars.copy_context().run, _call, view, request, args, kwargs)
+        return await asyncio.get_running_loop().run_in_executor(pool, call)
 
     return run

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from celery import current_app
 from django.db import transaction
+from opentelemetry import context as otel_context
 
 #: The task names of ``sessions_app.tasks``.
 RUN_SESSION_TASK = "sessions.run_session"
@@ -66,7 +68,17 @@ def enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID | None) -> None:
     if run_id is None:
         raise ValueError(f"session {session_id} has no run to send")
     args = [str(session_id), str(run_id)]
-    transaction.on_commit(lambda: send_run(*args))
+    # sent in the trace context of whoever asked for the run (the request's span, a helper call's)
+    parent = otel_context.get_current()
+    transaction.on_commit(lambda: _in_context(parent, send_run, *args))
+
+
+def _in_context(parent: otel_context.Context, send: Callable[..., None], *args: str) -> None:
+    token = otel_context.attach(parent)
+    try:
+        send(*args)
+    finally:
+        otel_context.detach(token)
 
 
 def send_run(session_id: str, run_id: str) -> None:

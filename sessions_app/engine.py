@@ -8,6 +8,7 @@ the version and the lease.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
@@ -40,6 +41,7 @@ from sessions_app.event_types import (
 )
 from sessions_app.outcomes import NewChild, NewContinuation, StepResult
 from sessions_app.ports import DbSessionsPort
+from sessions_app.tracing import chat_span, tool_span, tool_span_closed
 from tools_app.activation import hidden_text
 from tools_app.base import ToolContext
 from tools_app.subagent import SubAgentTool
@@ -181,16 +183,19 @@ def step(
     params = params or StepParams()
     signals = signals or RunSignals()
     if document.wants_model():
-        answer = _complete_unless_stopped(
-            signals,
-            agent.loaded.spec.interruptCompletions,
-            spec=agent.loaded.spec,
-            api_key=agent.api_key_for(owner),
-            messages=document.openai_messages(agent.system_prompt),
-            tools=params.tools(agent).openai_tools(params.visible, document.answered_calls),
-            timeout=settings.AGENTS["LLM_TIMEOUT"],
-            on_text_delta=on_text_delta,
-        )
+        messages = document.openai_messages(agent.system_prompt)
+        with chat_span(agent, messages, on_text_delta) as chat:
+            answer = _complete_unless_stopped(
+                signals,
+                agent.loaded.spec.interruptCompletions,
+                spec=agent.loaded.spec,
+                api_key=agent.api_key_for(owner),
+                messages=messages,
+                tools=params.tools(agent).openai_tools(params.visible, document.answered_calls),
+                timeout=settings.AGENTS["LLM_TIMEOUT"],
+                on_text_delta=chat.on_text_delta,
+            )
+            chat.answered(answer)
         return StepResult(
             document.push_answer(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
         )
@@ -222,7 +227,8 @@ def _complete_unless_stopped(signals: RunSignals, interruptible: bool, **request
         agents_app.llm.LlmError: the provider failed.
     """
     cancel = threading.Event() if interruptible else None
-    answer = _llm_requests.submit(complete, cancel=cancel, **request)
+    # the request's thread goes on in the step's trace context (the chat span is its parent)
+    answer = _llm_requests.submit(contextvars.copy_context().run, functools.partial(complete, cancel=cancel, **request))
     while True:
         try:
             return answer.result(timeout=0.05)
@@ -258,7 +264,9 @@ class _InlineCall:
         self.detached_id: uuid.UUID | None = None
         self.watcher: executor.Watcher | None = None
         self.cancel = context.cancel or threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(agent, call, context), daemon=True)
+        # the call's thread is in the execute_tool span: an MCP request it makes carries its traceparent
+        run = functools.partial(contextvars.copy_context().run, self._run, agent, call, context)
+        self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
 
     def _run(self, agent: RuntimeAgent, call: dict[str, Any], context: ToolContext) -> None:
@@ -333,13 +341,15 @@ class _CallRound:
             # a gated tool the model may not reach yet: it never runs, and the model is told how to open it
             return TrackedCall.new(call, CallState.FAILED, disposition, result=hidden_text(tool))
         if tag == "defer":
-            return self.defer(TrackedCall.new(call, CallState.DEFERRED, disposition, continuation=str(uuid.uuid4())))
+            entry = TrackedCall.new(call, CallState.DEFERRED, disposition, continuation=str(uuid.uuid4()))
+            return self.defer(entry, tool_span_closed(tool, entry, "deferred"))
         if isinstance(tool, SubAgentTool):
             return _child_call(self, call, disposition, tool)
         if tag == "runAsync":
             entry = TrackedCall.new(call, CallState.RUNNING, disposition)
             # attachSeconds 0: the model is answered at once, the result comes as mail
             entry.run_in_background(DETACHED_AT_ONCE if effective.get("attachSeconds") == 0 else None)
+            tool_span_closed(tool, entry, "background")
             self.background.append(entry.data)
             return entry
         if tag != "runSync":
@@ -350,9 +360,12 @@ class _CallRound:
             )
         return TrackedCall.new(call, CallState.READY, disposition)
 
-    def defer(self, entry: TrackedCall) -> TrackedCall:
-        """A deferred call: its continuation row is created with the step."""
-        self.continuations.append(NewContinuation(str(entry.continuation), entry.id, entry.call, entry.policy))
+    def defer(self, entry: TrackedCall, traceparent: str) -> TrackedCall:
+        """A deferred call: its continuation row is created with the step, keeping the
+        ``traceparent`` of the call's span for the span of its completion to link to."""
+        self.continuations.append(
+            NewContinuation(str(entry.continuation), entry.id, entry.call, entry.policy, traceparent)
+        )
         return entry
 
     def run_inline(self, index: int, entry: TrackedCall) -> None:
@@ -368,10 +381,13 @@ class _CallRound:
         reports: queue.SimpleQueue[ToolProgressed] = queue.SimpleQueue()
         context = self.context(entry, reports)
         self.on_tool_event(EventKind.TOOL_STARTED, ToolStarted(tool_call_id=context.tool_call_id, tool=name))
-        running = _InlineCall(self.agent, entry.call, context)
-        if self.wait(running, entry, reports):
-            return
-        state, response = running.outcome or ("Failed", "Error: the tool call produced no outcome")
+        with tool_span(self.tools.get(name), entry) as span:
+            running = _InlineCall(self.agent, entry.call, context)
+            if self.wait(running, entry, reports):
+                span.ended("detached")
+                return
+            state, response = running.outcome or ("Failed", "Error: the tool call produced no outcome")
+            span.ended(state.lower())
         entry.finish(CallState(state), response)
         self.on_tool_event(
             EventKind.TOOL_COMPLETED if state == "Completed" else EventKind.TOOL_FAILED,
@@ -506,6 +522,10 @@ def _child_call(
         return TrackedCall.new(call, CallState.FAILED, disposition, result=f"Error: {error}")
     entry = TrackedCall.new(call, CallState.DEFERRED, disposition, continuation=str(uuid.uuid4()))
     child = entry.answer_by_child()
-    calls.defer(entry)
-    calls.children.append(NewChild(child, helper.slug, what, len(chain), prepared.params, prepared.narrowing))
+    # the helper's run is a child of this span, in the same trace
+    traceparent = tool_span_closed(helper, entry, "child")
+    calls.defer(entry, traceparent)
+    calls.children.append(
+        NewChild(child, helper.slug, what, len(chain), prepared.params, prepared.narrowing, traceparent)
+    )
     return entry

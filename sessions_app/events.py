@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from functools import partial
 from typing import Any, cast
@@ -19,12 +19,21 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.utils import timezone
 
+from foundation import metrics
 from foundation.common import once_per_transaction
 from foundation.postgresql.base import DatabaseWrapper as NumberingWrapper
 from foundation.postgresql.base import before_commit
 from sessions_app import hub
 from sessions_app.dispatch import enqueue_watched_event
-from sessions_app.event_types import EventKind, SessionMeta, SessionUpdated, bounded_turn
+from sessions_app.event_types import (
+    EventKind,
+    SessionMeta,
+    SessionUpdated,
+    ToolFinished,
+    ToolProgressed,
+    ToolStarted,
+    bounded_turn,
+)
 from sessions_app.models import Event, EventRetention, Session, SessionWatch
 from sessions_app.serializers import meta_view
 
@@ -72,7 +81,17 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
             hub.announce_on_commit(session_id, event.seq, owner)
             if _watched(session_id, str(kind)):
                 enqueue_watched_event(event.seq)
+    metrics.EVENTS.labels(kind=str(kind)).inc()
     return event
+
+
+def tool_event_emitter(session: Session) -> Callable[[EventKind, ToolStarted | ToolProgressed | ToolFinished], None]:
+    """What a step calls as its tool calls start, progress and end: the event of that kind."""
+
+    def emit_tool_event(kind: EventKind, payload: ToolStarted | ToolProgressed | ToolFinished) -> None:
+        emit(kind, session.pk, session.owner, payload)
+
+    return emit_tool_event
 
 
 def _take_sequence_lock() -> bool:

@@ -308,6 +308,9 @@ class Continuation(models.Model):
     created_at = models.DateTimeField()
     completed_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
+    # the W3C traceparent of the call's execute_tool span: its completion links to it
+    # (docs/observability.md §1.2); empty when tracing was off
+    traceparent = models.TextField(blank=True, default="")
 
     class Meta:
         indexes = [

@@ -22,6 +22,8 @@ class NewContinuation:
     tool_call_id: str
     call: dict[str, Any]
     disposition: dict[str, Any]
+    #: the W3C ``traceparent`` of the call's ``execute_tool`` span (``""`` with tracing off)
+    traceparent: str = ""
 
 
 @dataclass
@@ -38,6 +40,8 @@ class NewChild:
     depth: int
     params: dict[str, ParamValue] = field(default_factory=dict)
     narrowing: Narrowing | None = None
+    #: the ``traceparent`` of the helper call's span, the parent of the child's runs
+    traceparent: str = ""
 
 
 @dataclass

@@ -14,15 +14,14 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
 from enum import StrEnum
 from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
-from django.db.models import Q
 from django.utils import timezone
+from opentelemetry import trace
 
 from agentfiles import document as doc
 from agentfiles.bindings import ScopedBinding
@@ -32,6 +31,7 @@ from agents_app.llm import LlmError
 from agents_app.narrowing import narrowed_toolset
 from agents_app.registry import get_registry
 from agents_app.runtime import RuntimeAgent, runtime_agent
+from foundation import metrics
 from foundation.auth import AuthConfigError, auth_config
 from foundation.common import db_now_in_statement
 from foundation.errors import UnreadableSession
@@ -54,9 +54,6 @@ from sessions_app.event_types import (
     RunStarted,
     RunStopped,
     SessionFailed,
-    ToolFinished,
-    ToolProgressed,
-    ToolStarted,
 )
 from sessions_app.models import Session
 from sessions_app.monitor import RunWatch, forget_run, watch_run
@@ -66,6 +63,7 @@ from sessions_app.services.continuations import apply_completed_continuations, c
 from sessions_app.services.tree import child_create, deliver_to_parent
 from sessions_app.started import StartedCalls, forget_started
 from sessions_app.store import VersionConflict, lease_deadline, store, store_columns
+from sessions_app.tracing import run_finished, run_span
 from tools_app.policy import flatten_disposition
 from tools_app.toolset import ToolSet
 
@@ -98,13 +96,15 @@ def claim_run(session_id: uuid.UUID, run_id: uuid.UUID) -> Session | None:
     with transaction.atomic():
         # the database's clock inside the UPDATE: a claim is one statement, not two
         now = db_now_in_statement()
-        changed = (
-            Session.objects.filter(pk=session_id, run_id=run_id, status=Session.Status.RUNNING)
-            .filter(Q(run_owner__isnull=True) | Q(run_lease_until__lt=now))
-            .update(run_owner=WORKER_NAME, run_lease_until=lease_deadline(now))
-        )
+        requested = Session.objects.filter(pk=session_id, run_id=run_id, status=Session.Status.RUNNING)
+        claim = {"run_owner": WORKER_NAME, "run_lease_until": lease_deadline(now)}
+        changed = requested.filter(run_owner__isnull=True).update(**claim)
         if changed != 1:
-            return None
+            # a lease that expired: its holder died or stalled (counted: docs/observability.md §2.1)
+            changed = requested.filter(run_lease_until__lt=now).update(**claim)
+            if changed != 1:
+                return None
+            metrics.LEASES_TAKEN_OVER.inc()
         session = Session.objects.get(pk=session_id)
         events.emit(
             EventKind.RUN_STARTED,
@@ -130,15 +130,17 @@ def run_session(session_id: str, run_id: str) -> None:
         log.info("run not claimed", extra={"kind": "run.not_claimed", "session_id": session_id})
         return
     heartbeat = watch_run(sid, rid, WORKER_NAME)
-    try:
-        _loop(claimed, heartbeat)
-    except LeaseLost:
-        log.warning("lease lost", extra={"kind": "run.lease_lost", "session_id": session_id})
-    except UnreadableSession as error:
-        _fail_unreadable(sid, error.message)
-    finally:
-        forget_run(heartbeat)
-        close_old_connections()
+    with run_span(claimed.agent_slug, session_id) as span:
+        try:
+            _loop(claimed, heartbeat)
+        except LeaseLost:
+            run_finished(span, claimed.agent_slug, "lease_lost")
+            log.warning("lease lost", extra={"kind": "run.lease_lost", "session_id": session_id})
+        except UnreadableSession as error:
+            _fail_unreadable(sid, error.message)
+        finally:
+            forget_run(heartbeat)
+            close_old_connections()
 
 
 def _loop(session: Session, heartbeat: RunWatch) -> None:
@@ -258,6 +260,8 @@ class _Run:
     def _step(self, document: SessionDocument) -> bool:
         """One step, stored; ``True`` when it ended the run (nothing left to do ends it too)."""
         deltas = DeltaBuffer(self.session.pk, self.session.owner) if settings.AGENTS["STREAM_TOKENS"] else None
+        kind = "model" if document.wants_model() else "tools"
+        started = time.monotonic()
         try:
             result = step(
                 document,
@@ -265,7 +269,7 @@ class _Run:
                 self.session,
                 signals=self.signals,
                 on_text_delta=deltas.add if deltas is not None else None,
-                on_tool_event=_tool_event_emitter(self.session),
+                on_tool_event=events.tool_event_emitter(self.session),
                 owner=self.session.owner,
                 params=StepParams(self.held.values, self.held.visible, self.narrowed, self.inherited),
                 ledger=partial(StartedCalls, self.session.pk),
@@ -286,7 +290,10 @@ class _Run:
             # the streamed text is out before the turn that holds it is stored
             if deltas is not None:
                 deltas.flush()
-        if _store_step(self.session, result, mode=self.mode):
+        ended = _store_step(self.session, result, mode=self.mode)
+        metrics.STEPS.labels(agent=self.agent.slug, kind=kind).inc()
+        metrics.STEP_SECONDS.labels(agent=self.agent.slug, kind=kind).observe(time.monotonic() - started)
+        if ended:
             return True
         self.steps += 1
         return False
@@ -344,6 +351,7 @@ def _store_step(session: Session, result: StepResult, *, mode: Session.RunMode) 
         for row in rows:
             enqueue_background_call(row.pk)
     if final is not None:
+        run_finished(trace.get_current_span(), session.agent_slug, str(final))
         log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session.pk), "status": final})
     return final is not None
 
@@ -497,16 +505,8 @@ def _hand_back(session_id: uuid.UUID) -> None:
         if settings.REDIS_URL:
             run_id = str(session.run_id)
             transaction.on_commit(lambda: send_run(str(session_id), run_id))
+    run_finished(trace.get_current_span(), session.agent_slug, "handed_back")
     log.info("run handed back", extra={"kind": "run.handed_back", "session_id": str(session_id)})
-
-
-def _tool_event_emitter(
-    session: Session,
-) -> Callable[[EventKind, ToolStarted | ToolProgressed | ToolFinished], None]:
-    def emit_tool_event(kind: EventKind, payload: ToolStarted | ToolProgressed | ToolFinished) -> None:
-        events.emit(kind, session.pk, session.owner, payload)
-
-    return emit_tool_event
 
 
 def _fenced_store(session: Session, document: SessionDocument, **fields: Any) -> Session:
@@ -533,6 +533,7 @@ def _fail_unreadable(session_id: uuid.UUID, detail: str) -> None:
         events.emit(EventKind.SESSION_FAILED, session.pk, session.owner, SessionFailed(message=detail))
         session = store_columns(session, fence_run=WORKER_NAME, **_stopped_fields(Session.Status.FAILED, detail))
         _announce_stop(session, Session.Status.FAILED, cancelled=False)
+    run_finished(trace.get_current_span(), session.agent_slug, "failed", detail)
     log.warning("run failed", extra={"kind": "run.unreadable_session", "session_id": str(session_id)})
 
 
@@ -591,5 +592,6 @@ def _finish(
         values.drop_run_on_commit(session.pk, session.run_id)
         session = store(session, document, fence_run=WORKER_NAME, **_stopped_fields(final, detail))
         _announce_stop(session, final, cancelled=status == RunEnd.STOPPED)
+    run_finished(trace.get_current_span(), session.agent_slug, final, detail)
     log.info("run stopped", extra={"kind": "run.stopped", "session_id": str(session_id), "status": final})
     return True

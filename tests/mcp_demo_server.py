@@ -139,7 +139,9 @@ def main() -> None:
 class WedgingApp:
     """The HTTP app, where a ``hang`` call wedges its session alone: neither it nor any later
     POST of that session is answered (its ``DELETE`` is), while other sessions work. Each new
-    session's id is appended to the file named by ``DEMO_MCP_SESSIONS_FILE``, when set."""
+    session's id is appended to the file named by ``DEMO_MCP_SESSIONS_FILE``, when set, and the
+    ``traceparent`` header of each ``tools/call`` (``-`` without one) to the file named by
+    ``DEMO_MCP_TRACEPARENTS_FILE``."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -163,6 +165,10 @@ class WedgingApp:
             if sessions_file:
                 with open(sessions_file, "a") as out:
                     out.write(f"{session}\n")
+        traceparents_file = os.environ.get("DEMO_MCP_TRACEPARENTS_FILE")
+        if traceparents_file and b'"tools/call"' in body:
+            with open(traceparents_file, "a") as out:
+                out.write(dict(scope["headers"]).get(b"traceparent", b"-").decode() + "\n")
         if session in self.wedged or (b'"tools/call"' in body and b'"name":"hang"' in body.replace(b" ", b"")):
             self.wedged.add(session)
             await anyio.sleep_forever()

@@ -214,6 +214,7 @@ def setup_django(command: str) -> None:
     from django.core.exceptions import ImproperlyConfigured
 
     from agentsite.secret_key import ensure_secret_key
+    from agentsite.tracing import configure as configure_tracing
 
     try:
         ensure_secret_key()
@@ -221,6 +222,8 @@ def setup_django(command: str) -> None:
     except ImproperlyConfigured as error:
         print(f"agents {command}: {error}", file=sys.stderr)
         raise SystemExit(2) from error
+    # before the first request or task: the instrumentations wrap Django's handler and Celery's signals
+    configure_tracing(command)
 
 
 def load_agents_or_exit(code: int = EXIT_USAGE) -> None:

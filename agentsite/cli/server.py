@@ -148,6 +148,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # the workers sweep runs; this server says so when none does
         watch_recovery()
     _recover(all_claimed=settings.EMBEDDED_WORKER)
+    from agentsite.metrics import start_listener
+
+    start_listener(shared_state=True)
     log.info(
         "server started",
         extra={
@@ -205,6 +208,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
     _run_periodic_tasks_once_ready()
+    from agentsite.metrics import start_listener
+
+    start_listener(shared_state=False)
     log.info("worker started", extra={"kind": "worker.started", "concurrency": args.concurrency})
     app.worker_main(argv)
     leave_fleet()

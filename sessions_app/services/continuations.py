@@ -8,11 +8,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from opentelemetry import trace
 
 from agentfiles import document as doc
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
 from foundation.errors import BadRequest, TokenAlreadyCompleted, UnknownAgent, UnknownToken
+from foundation.telemetry import links_to
 from sessions_app import events
 from sessions_app.dispatch import enqueue_run, publish_deferred_call
 from sessions_app.event_types import EventKind, ToolFinished, bounded
@@ -55,6 +57,9 @@ def continuation_complete(
             raise UnknownToken(token)
         if continuation.completed_at is not None:
             raise TokenAlreadyCompleted(token)
+        # the completion (the request's span, or a helper's run) links to the deferred call's span
+        for link in links_to(continuation.traceparent):
+            trace.get_current_span().add_link(link.context, {"agents.link": "continuation"})
         session = lock_session(continuation.session_id)
         active = run_requested(session)
         updated = None if active else doc.apply_result(session.document, str(token), response)
@@ -178,6 +183,7 @@ def create_continuations(session: Session, new: list[NewContinuation]) -> None:
                 call=item.call,
                 disposition=item.disposition,
                 created_at=now,
+                traceparent=item.traceparent,
             )
             for item in new
         ]

@@ -16,6 +16,7 @@ from agents_app.narrowing import narrowed_toolset
 from agents_app.runtime import runtime_agent
 from foundation.common import db_now
 from foundation.errors import RunInProgress, TokenAlreadyCompleted, UnknownTurn
+from foundation.telemetry import attach_parent, detach
 from sessions_app import events, mailbox, selectors
 from sessions_app.background import CANCELLED_TEXT, cancel_calls
 from sessions_app.dispatch import enqueue_run
@@ -168,7 +169,12 @@ def child_create(parent: Session, child: NewChild, call: dict[str, Any]) -> Sess
         tool_call_id=str(call.get("id") or ""),
     )
     events.emit(EventKind.SUBCALL_STARTED, parent.pk, parent.owner, started)
-    enqueue_run(session.pk, session.run_id)
+    # the child's runs are children of the helper call's execute_tool span: one trace
+    token = attach_parent(child.traceparent)
+    try:
+        enqueue_run(session.pk, session.run_id)
+    finally:
+        detach(token)
     return session
 
 

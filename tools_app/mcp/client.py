@@ -18,12 +18,14 @@ coroutine here runs on the manager's loop; nothing here blocks.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import httpx
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -33,6 +35,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from foundation.redaction import redact_urls
+from foundation.telemetry import span_context_of
 
 from .config import HttpServer, ServerConfig, StdioServer
 
@@ -82,8 +85,29 @@ async def _transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         return
     assert isinstance(config, HttpServer)  # noqa: S101 - narrows the type (never checks input)
     async with create_mcp_http_client(headers=dict(config.headers)) as http:
+        http.event_hooks = {**http.event_hooks, "request": [*http.event_hooks["request"], _trace_header]}
         async with streamable_http_client(config.url, http_client=http) as streams:
             yield streams
+
+
+async def _trace_header(request: httpx.Request) -> None:
+    """Send a call's ``params._meta.traceparent`` as the W3C ``traceparent`` header too, so that
+    an HTTP server's own tracing continues the call's trace (docs/observability.md §1.2)."""
+    try:
+        content = request.content
+    except httpx.RequestNotRead:
+        return
+    if request.method != "POST" or b"traceparent" not in content:
+        return
+    try:
+        message = json.loads(content)
+    except ValueError:
+        return
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    value = meta.get("traceparent") if isinstance(meta, dict) else None
+    if isinstance(value, str) and span_context_of(value) is not None:
+        request.headers["traceparent"] = value
 
 
 class McpConnection:
@@ -282,7 +306,12 @@ class McpConnection:
                 )
 
     async def call(
-        self, name: str, arguments: dict[str, Any], progress: ProgressCallback | None, timeout: float
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        progress: ProgressCallback | None,
+        timeout: float,
+        traceparent: str = "",
     ) -> types.CallToolResult:
         """Call tool ``name`` (its MCP name), starting the server first when needed.
 
@@ -291,6 +320,8 @@ class McpConnection:
             arguments: the model's arguments.
             progress: awaited with each ``notifications/progress`` of the call.
             timeout: seconds a (re)start may take.
+            traceparent: the calling span's W3C ``traceparent``, sent as the request's
+                ``_meta.traceparent`` (and, over HTTP, as the header); ``""`` sends none.
         Raises:
             McpStartError: the server could not be started.
             McpGone: it went away before answering.
@@ -300,7 +331,11 @@ class McpConnection:
             session = await self.ensure_started(timeout)
             done = self._done
             try:
-                pending = asyncio.ensure_future(session.call_tool(name, arguments, progress_callback=progress))
+                # an extra key of _meta (PEP 728), which mypy does not read yet
+                meta = cast(types.RequestParamsMeta, {"traceparent": traceparent}) if traceparent else None
+                pending = asyncio.ensure_future(
+                    session.call_tool(name, arguments, progress_callback=progress, meta=meta)
+                )
                 pending.add_done_callback(_retrieve)
                 try:
                     # shielded, so that an abandoned call (timed out, cancelled) starts its probe

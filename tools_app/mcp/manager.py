@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 
+from foundation.telemetry import current_traceparent
+
 from .client import McpConnection, McpStartError, ProgressCallback
 from .config import ServerConfig
 
@@ -162,7 +164,8 @@ class McpManager:
                 reports.put((progress, total, message))
 
         return self.run(
-            connection.call(tool, arguments, callback, start_timeout),
+            # the loop thread runs the call outside this thread's trace context: it is handed over
+            connection.call(tool, arguments, callback, start_timeout, current_traceparent()),
             timeout=timeout,
             cancel=cancel,
             progress=reports,
