@@ -15,8 +15,8 @@ from typing import Any, cast
 from django import forms
 from pydantic import TypeAdapter, ValidationError
 
-from agentfiles.loader import format_validation_errors
 from agentfiles.schema import BashToolbox, Binding, ParameterDecl, PolicyRule, Tagged
+from agentfiles.validation_messages import format_validation_errors
 from agents_app import services
 from agents_app.models import StoredAgent
 from agents_app.registry import get_registry
