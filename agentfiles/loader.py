@@ -24,32 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from agentfiles import schema
 from agentfiles.builtins import parse_builtin_toolboxes
 from agentfiles.parameters import process_values, spec_problems, with_problems
 from agentfiles.project_config import find_config_file
 from agentfiles.schema import ENVELOPE_TAG, KNOWN_FLAVORS, AgentSpec, unknown_keys, unwrap_agent_json
+from agentfiles.templates import TemplateError, evaluate_template, project_libraries
+from agentfiles.validation_messages import format_validation_errors
 
 #: Suffixes of the files inside a ``toolDirectory`` that are helper agents (docs/agents.md §4).
 AGENT_FILE_SUFFIXES = (".json", ".tramaj")
-
-# Pydantic puts the member's class name into ``loc`` when a union member fails (e.g. the two
-# kinds of bash toolbox contents); those names are not keys of the file, so they are dropped.
-_SCHEMA_CLASS_NAMES = frozenset(
-    name for name, value in vars(schema).items() if isinstance(value, type) and issubclass(value, BaseModel)
-)
-
-_EXPECTED_BY_TYPE_PREFIX = {
-    "string": "a string",
-    "int": "an integer",
-    "float": "a number",
-    "bool": "true or false",
-    "list": "a list",
-    "dict": "an object",
-    "model": "an object",
-}
 
 
 class AgentLoadError(Exception):
@@ -112,6 +97,8 @@ class LoadedAgent:
         paths: the paths the loader looked up for this agent, as ``(where, lookup)`` pairs
             (``where`` is e.g. ``bashToolboxes[0]``), for ``agents check`` to say where each was
             found.
+        template_output: the JSON a ``.tramaj`` template evaluated to (docs/agents.md §11), for
+            ``check --show-config``; ``None`` for a ``.json`` file.
     """
 
     spec: AgentSpec
@@ -120,6 +107,7 @@ class LoadedAgent:
     base_dir: Path
     helper_slugs: list[str] = field(default_factory=list)
     paths: list[tuple[str, PathLookup]] = field(default_factory=list)
+    template_output: Any = None
 
     def lookup(self, named: str) -> PathLookup:
         """Find a path the agent names (docs/agents.md §3).
@@ -213,22 +201,6 @@ def parse_agent_document(document: Any, label: str) -> tuple[AgentSpec, dict[str
     return spec, contents, warnings
 
 
-def format_validation_errors(error: ValidationError) -> list[str]:
-    """Turn a pydantic error into ``"<field path>: <message>"`` lines, without repeats.
-
-    Field paths read like ``bashToolboxes[1].contents.Path``; messages are short and name what
-    was expected and what was found (``expected a string, got number 42``).
-    """
-    lines: list[str] = []
-    for detail in error.errors():
-        where = _format_loc(detail["loc"])
-        message = _format_message(detail)
-        line = f"{where}: {message}" if where else message
-        if line not in lines:
-            lines.append(line)
-    return lines
-
-
 def load_agent_tree(path: str | Path) -> AgentTree:
     """Load the agent file at ``path`` and every helper reachable from it (docs/agents.md §4).
 
@@ -239,7 +211,7 @@ def load_agent_tree(path: str | Path) -> AgentTree:
     Raises:
         AgentLoadError: with every problem of every file of the tree.
     """
-    builder = _TreeBuilder()
+    builder = _TreeBuilder(None)
     root = builder.build(_absolute(path))
     if root is None or builder.problems:
         raise AgentLoadError(builder.problems, builder.warnings)
@@ -250,7 +222,9 @@ def load_agent_files(paths: Sequence[str | Path]) -> dict[str, AgentTree]:
     """Load several root agent files, each into its own tree (docs/agents.md §4).
 
     The same helper may appear under several roots (each tree has its own copy); two roots with
-    the same slug are refused. A file listed twice is loaded once.
+    the same slug are refused. A file listed twice is loaded once. The template libraries of the
+    config are read first, so that one that does not parse refuses the whole set (docs/agents.md
+    §11.3).
 
     Args:
         paths: the root agent files.
@@ -259,6 +233,10 @@ def load_agent_files(paths: Sequence[str | Path]) -> dict[str, AgentTree]:
     Raises:
         AgentLoadError: with every problem of every file, duplicate root slugs included.
     """
+    try:
+        libraries = project_libraries()
+    except TemplateError as exc:
+        raise AgentLoadError(exc.problems) from None
     problems: list[str] = []
     warnings: list[str] = []
     trees: dict[str, AgentTree] = {}
@@ -269,7 +247,7 @@ def load_agent_files(paths: Sequence[str | Path]) -> dict[str, AgentTree]:
         if root_path.resolve() in seen:
             continue
         seen.add(root_path.resolve())
-        builder = _TreeBuilder()
+        builder = _TreeBuilder(libraries)
         root = builder.build(root_path)
         # Trees share helpers, so the same problem can come from several roots.
         _extend_unique(problems, builder.problems)
@@ -293,7 +271,9 @@ def load_agent_files(paths: Sequence[str | Path]) -> dict[str, AgentTree]:
 class _TreeBuilder:
     """Breadth-first discovery of one tree, collecting problems instead of stopping."""
 
-    def __init__(self) -> None:
+    def __init__(self, libraries: dict[str, Any] | None) -> None:
+        # the template libraries, read at the first template when not given
+        self._libraries = libraries
         self.problems: list[str] = []
         self.warnings: list[str] = []
         self.agents: dict[str, LoadedAgent] = {}
@@ -333,10 +313,8 @@ class _TreeBuilder:
         return agent, True
 
     def _read(self, path: Path) -> LoadedAgent | None:
-        if path.suffix == ".tramaj":
-            self.problems.append(f"{path}: .tramaj agent templates are not supported; use a .json agent file")
-            return None
-        document = self._decode(path)
+        template = path.suffix == ".tramaj"
+        document = self._evaluate(path) if template else self._decode(path)
         if document is None:
             return None
         try:
@@ -347,8 +325,19 @@ class _TreeBuilder:
             return None
         self.warnings.extend(warnings)
         agent = LoadedAgent(spec=spec, contents=contents, path=path, base_dir=path.parent)
+        agent.template_output = document if template else None
         self._check_paths(agent)
         return agent
+
+    def _evaluate(self, path: Path) -> Any:
+        """A template's document, with this process's values (docs/agents.md §11); ``None`` when refused."""
+        try:
+            if self._libraries is None:
+                self._libraries = project_libraries()
+            return evaluate_template(path, self._libraries, process_values())
+        except TemplateError as exc:
+            self.problems.extend(exc.problems)
+            return None
 
     def _decode(self, path: Path) -> Any:
         try:
@@ -541,45 +530,3 @@ def _extend_unique(target: list[str], lines: Iterable[str]) -> None:
     for line in lines:
         if line not in target:
             target.append(line)
-
-
-def _format_loc(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part not in _SCHEMA_CLASS_NAMES:
-            text += f".{part}" if text else part
-    return text
-
-
-def _format_message(detail: Any) -> str:
-    kind: str = detail["type"]
-    if kind == "missing":
-        return "field required"
-    if kind in ("value_error", "assertion_error"):
-        return str(detail.get("ctx", {}).get("error", detail["msg"]))
-    if kind == "literal_error":
-        return f"expected {detail['ctx']['expected']}, got {_describe(detail['input'])}"
-    prefix = kind.split("_", 1)[0]
-    if kind.endswith(("_type", "_parsing")) and prefix in _EXPECTED_BY_TYPE_PREFIX:
-        return f"expected {_EXPECTED_BY_TYPE_PREFIX[prefix]}, got {_describe(detail['input'])}"
-    message: str = detail["msg"]
-    return message[:1].lower() + message[1:]
-
-
-def _describe(value: Any) -> str:
-    """Name a JSON value the way a file author would recognise it: ``number 42``, ``a list``."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return json.dumps(value)
-    kind = "string" if isinstance(value, str) else "number"
-    shown = json.dumps(value)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
-    return f"{kind} {shown}"

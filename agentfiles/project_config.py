@@ -48,7 +48,8 @@ class ProjectConfig:
         return path.resolve()
 
     def paths(self, key: str) -> list[Path]:
-        """The list of paths under ``key`` (``agentsFiles``, ``agentsDirectories``), resolved."""
+        """The list of paths under ``key`` (``agentsFiles``, ``agentsDirectories``, ``tramajLibraries``),
+        resolved."""
         return [self.resolve(value) for value in self.data.get(key) or []]
 
     @property
@@ -88,7 +89,7 @@ def load_project_config(start: Path | None = None) -> ProjectConfig:
         raise ConfigError(f"failed to load {path}: {error}") from error
     if not isinstance(data, dict):
         raise ConfigError(f"failed to load {path}: not a JSON object")
-    for key in ("agentsFiles", "agentsDirectories"):
+    for key in ("agentsFiles", "agentsDirectories", "tramajLibraries"):
         value = data.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise ConfigError(f"{path}: {key} must be a list of paths")

@@ -16,8 +16,8 @@ from django import forms
 from pydantic import TypeAdapter, ValidationError
 
 from agentfiles.keys import LEGACY_NO_KEY, keyless_id
-from agentfiles.loader import format_validation_errors
 from agentfiles.schema import BashToolbox, Binding, ParameterDecl, PolicyRule, Tagged
+from agentfiles.validation_messages import format_validation_errors
 from agents_app import services
 from agents_app.models import StoredAgent
 from agents_app.registry import get_registry

@@ -32,7 +32,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     ``--tools`` adds the root's tools after its line, as the model sees them (``openai``: the
     ``tools`` array of the chat-completions request), and ``--show-config`` prints each root
-    agent file before its line (docs/cli.md §6.1).
+    agent file before its line (docs/cli.md §6.1), a ``.tramaj`` template as the JSON it evaluates
+    to (docs/agents.md §11.5).
 
     A tool whose ``describe`` fails is skipped with a warning, as ``serve`` skips it; each warning
     is printed once, however many files reach the agent that has it. Two files with the same root
@@ -86,7 +87,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         roots[slug] = str(tree.root.path)
         registry.trees[slug] = tree
         if args.show_config and tree.root.path is not None:
-            print(json.dumps(json.loads(Path(tree.root.path).read_text(encoding="utf-8-sig")), indent=2))
+            # a template is shown as the JSON it evaluated to (docs/agents.md §11.5)
+            shown = tree.root.template_output
+            if shown is None:
+                shown = json.loads(Path(tree.root.path).read_text(encoding="utf-8-sig"))
+            print(json.dumps(shown, indent=2))
         for warning in tree.warnings:
             warn(warning)
         for helper_slug, agent in tree.agents.items():

@@ -284,12 +284,6 @@ def test_root_directory_is_refused(tmp_path: Path):
     assert problems_of(tmp_path) == [f"{tmp_path}: is a directory, not an agent file"]
 
 
-def test_tramaj_is_refused(tmp_path: Path):
-    path = tmp_path / "a.tramaj"
-    path.write_text("@x = 1\n$x")
-    assert problems_of(path) == [f"{path}: .tramaj agent templates are not supported; use a .json agent file"]
-
-
 def test_relative_root_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     write_agent(tmp_path / "a.json", "a")
     monkeypatch.chdir(tmp_path)
@@ -570,12 +564,12 @@ def test_tool_directory_agent_files_are_helpers(tmp_path: Path):
     assert tree.warnings == [f"{tree.agents['translator'].path}: cyclic helper references: translator -> translator"]
 
 
-def test_tramaj_in_a_tool_directory_is_refused(tmp_path: Path):
+def test_a_broken_template_in_a_tool_directory_is_a_problem_of_that_file(tmp_path: Path):
     template = tmp_path / "tools" / "t.tramaj"
     template.parent.mkdir()
     template.write_text("$x")
     a = write_agent(tmp_path / "a.json", "a", toolDirectory="tools")
-    assert problems_of(a) == [f"{template}: .tramaj agent templates are not supported; use a .json agent file"]
+    assert problems_of(a) == [f"{template}: tramaj evaluation error: UnboundName x"]
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
