@@ -6,12 +6,14 @@ from django.contrib import admin
 from django.urls import include, path
 
 from agentsite.chat import chat_page
+from console_app.dashboard import dashboard_view
 from foundation.openapi import OpenApiDocumentViewSet
 
 urlpatterns = [
     path("openapi.json", OpenApiDocumentViewSet.as_view({"get": "list"}), name="openapi"),
     path("", include("sessions_app.urls")),
     path("", include("agents_app.urls")),
+    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="console-dashboard"),
     path("admin/", admin.site.urls),
     path("", chat_page, name="chat"),
 ]

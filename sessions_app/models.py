@@ -550,3 +550,31 @@ class IdempotencyKey(models.Model):
     def __str__(self) -> str:
         return f"idempotency key {self.key_sha256[:12]} of {self.scope or 'anonymous'} ({self.state})"
 
+
+class StepTiming(models.Model):
+    """How long one stored step took, for the operators' dashboard (docs/console.md §2).
+
+    ``kind`` is ``model`` (the step asked the model: ``duration_ms`` is the model call) or
+    ``tools`` (the step ran a round of tool calls). Written in the transaction that stores the
+    step; deleted with the events past their retention (``periodic.prune``).
+    """
+
+    class Kind(models.TextChoices):
+        MODEL = "model"
+        TOOLS = "tools"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="step_timings")
+    agent_slug = models.TextField()
+    owner = models.TextField(null=True, blank=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    duration_ms = models.IntegerField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # the dashboard's window, and the retention's delete
+            models.Index(fields=["finished_at"], name="step_timing_finished"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} step of {self.session_id}: {self.duration_ms} ms"
