@@ -2,7 +2,8 @@
 runs of two owners' sessions against a scripted model that reports its token usage, through a
 real ``agents serve``. The session answers, their exports and ``GET /v1/usage`` per agent, owner
 and day add up to the model's numbers; every new user turn carries agents-exe's ``byteUsage``;
-bad queries are refused with the documented codes."""
+bad queries are refused with the documented codes. On a scaled-out fleet (PostgreSQL, Redis, a
+worker) with streamed answers, the usage chunk the stream was asked for adds up per day too."""
 
 from __future__ import annotations
 
@@ -203,3 +204,50 @@ def test_bad_usage_queries_are_refused_with_their_codes(
     assert report["totals"]["input_tokens"] == 5 and report["totals"]["model_turns"] == 1
     # bob sees none of it
     assert server.client.get("/v1/usage", headers=owner("bob")).json()["rows"] == []
+
+
+def test_streamed_answers_on_a_scaled_out_fleet_add_up_per_day(
+    tmp_path: Path,
+    llm_server: Callable[..., MockLlmServer],
+    start_server: Callable[..., Server],
+    start_worker: Callable[..., Any],
+    postgres_url: str,
+    redis_url: str,
+) -> None:
+    llm = llm_server(_script())
+    agents = [write_agent(tmp_path, slug, llm.url) for slug in AGENTS]
+    env = {"REDIS_URL": redis_url, "AGENTS_STREAM_TOKENS": "true"}
+    server = start_server(agents, db=postgres_url, env=env)
+    start_worker(agents, db=postgres_url, env=env)
+    runs = 3
+    for session in range(runs):
+        created = server.client.post(
+            "/v1/sessions?wait=true",
+            content=json.dumps({"agent": _agent_of(session), "prompt": f"q-{session:02d}-first"}),
+        )
+        assert created.status_code == 201 and created.json()["status"] == "idle", created.text
+        usage = created.json()["usage"]
+        want = _tokens(session, 0)
+        assert (usage["inputTokens"], usage["outputTokens"], usage["cachedTokens"]) == (
+            want["prompt_tokens"],
+            want["completion_tokens"],
+            want["cached_tokens"],
+        )
+    # every answer was streamed, asking for the usage chunk
+    assert all(body.get("stream") is True for body in llm.requests)
+    assert all(body.get("stream_options") == {"include_usage": True} for body in llm.requests)
+    days = server.client.get("/v1/usage?group_by=day").json()
+    today = datetime.now(UTC).date().isoformat()
+    first_answers = [_tokens(s, 0) for s in range(runs)]
+    inputs = sum(a["prompt_tokens"] for a in first_answers)
+    outputs = sum(a["completion_tokens"] for a in first_answers)
+    want_totals = {
+        "input_tokens": inputs,
+        "output_tokens": outputs,
+        "cached_tokens": sum(a["cached_tokens"] for a in first_answers),
+        "total_tokens": inputs + outputs,
+        "model_turns": runs,
+        "sessions": runs,
+    }
+    assert days["totals"] == want_totals
+    assert [row["key"] for row in days["rows"]] == [today] and days["rows"][0]["model_turns"] == runs
