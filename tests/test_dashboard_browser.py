@@ -141,6 +141,14 @@ def test_the_dashboard_charts_the_fleet_with_the_apis_figures(
         expect(page.locator("#tokens-input")).to_have_text(str(after["totals"]["input_tokens"]))
         expect(page.locator('[data-outcome="idle"]')).to_have_text(str(ANSWERED + 1))
 
+        # a session's page shows the totals its API answer gives
+        view = server.client.get(f"/v1/sessions/{views[0]['session_id']}").json()
+        page.goto(f"{server.url}/admin/sessions_app/session/{view['session_id']}/change/")
+        expect(page.locator("#usage-input")).to_have_text(str(view["usage"]["inputTokens"]))
+        expect(page.locator("#usage-output")).to_have_text(str(view["usage"]["outputTokens"]))
+        expect(page.locator("#usage-cached")).to_have_text(str(view["usage"]["cachedTokens"]))
+        expect(page.locator("#usage-total-bytes")).to_have_text(str(view["usage"]["totalBytes"]))
+
         # a window out of bounds is refused
         answer = page.request.get(f"{server.url}/admin/dashboard/?minutes=0")
         assert answer.status == 400 and "minutes must be a whole number" in answer.text()
