@@ -10,6 +10,7 @@ the same ``since``, shown on the page as ``data-since``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib import admin
@@ -52,7 +53,8 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     Answers 400 for a ``minutes`` that is not a whole number from 1 to :data:`MAX_MINUTES`.
     """
     written = request.GET.get("minutes") or str(DEFAULT_MINUTES)
-    if not written.isdigit() or not 1 <= int(written) <= MAX_MINUTES:
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+    if not re.fullmatch(r"[0-9]{1,4}", written) or not 1 <= int(written) <= MAX_MINUTES:
         return HttpResponseBadRequest(f"minutes must be a whole number from 1 to {MAX_MINUTES}")
     context = _figures_context(fleet_figures(int(written)))
     if request.GET.get("fragment") == "1":

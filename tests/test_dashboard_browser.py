@@ -150,6 +150,10 @@ def test_the_dashboard_charts_the_fleet_with_the_apis_figures(
         expect(page.locator("#usage-total-bytes")).to_have_text(str(view["usage"]["totalBytes"]))
 
         # a window out of bounds is refused
-        answer = page.request.get(f"{server.url}/admin/dashboard/?minutes=0")
-        assert answer.status == 400 and "minutes must be a whole number" in answer.text()
+        # without an operator's login, the admin's login page instead
+        anonymous = server.client.get("/admin/dashboard/", follow_redirects=False)
+        assert anonymous.status_code == 302 and anonymous.headers["location"].startswith("/admin/login/")
+        for minutes in ("0", "1441", "²", "-5", "ten"):
+            answer = page.request.get(f"{server.url}/admin/dashboard/?minutes={minutes}")
+            assert answer.status == 400 and "minutes must be a whole number" in answer.text(), minutes
         browser.close()
