@@ -34,6 +34,7 @@ import uuid
 from typing import Any
 
 from agentfiles.tool_responses import render_tool_response, unwrap_response
+from agentfiles.usage import user_byte_usage
 
 FINAL_STATES = {"Completed", "Failed"}
 
@@ -101,16 +102,32 @@ def user_turn(
     query: Any,
     tool_responses: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
-    """A full ``UserTurn`` (docs/sessions.md §1.3)."""
+    """A full ``UserTurn`` (docs/sessions.md §1.3) with its ``byteUsage`` (§1.11)."""
+    responses = tool_responses or []
     return {
         "tag": "UserTurn",
         "contents": {
             "userPrompt": system_prompt,
             "userQuery": query,
-            "userToolResponses": tool_responses or [],
+            "userToolResponses": responses,
             "userTools": system_tools,
         },
+        "byteUsage": user_byte_usage(system_prompt, system_tools, query, responses),
     }
+
+
+def recount_user_turn(turn: dict[str, Any]) -> None:
+    """Recompute, in place, the ``byteUsage`` of a ``UserTurn`` whose contents changed (mail
+    folded into it, docs/sessions.md §6.4); other turns are left as they are."""
+    if turn.get("tag") != "UserTurn":
+        return
+    contents = turn.get("contents") or {}
+    turn["byteUsage"] = user_byte_usage(
+        contents.get("userPrompt") or "",
+        contents.get("userTools") or [],
+        contents.get("userQuery"),
+        contents.get("userToolResponses") or [],
+    )
 
 
 def llm_turn(

@@ -7,6 +7,7 @@ from django.urls import include, path
 
 from agentsite.chat import chat_page
 from agentsite.metrics import MetricsViewSet
+from console_app.dashboard import dashboard_view
 from foundation.openapi import OpenApiDocumentViewSet
 from foundation.threads import pooled
 
@@ -15,6 +16,7 @@ urlpatterns = [
     path("metrics", pooled(MetricsViewSet.as_view({"get": "metrics"})), name="metrics"),
     path("", include("sessions_app.urls")),
     path("", include("agents_app.urls")),
+    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="console-dashboard"),
     path("admin/", admin.site.urls),
     path("", chat_page, name="chat"),
 ]

@@ -132,7 +132,7 @@ class SessionAdmin(ReadOnlyAdmin):
     search_fields = ("=id", "agent_slug", "owner")
     ordering = ("-updated_at",)
     fieldsets = (
-        (None, {"fields": ("conversation", "pending_calls", "links")}),
+        (None, {"fields": ("conversation", "pending_calls", "links", "usage")}),
         (
             "Metadata",
             {
@@ -207,6 +207,11 @@ class SessionAdmin(ReadOnlyAdmin):
                 "event_count": Event.objects.filter(session_id=obj.pk).count(),
             },
         )
+
+    @admin.display(description="usage")
+    def usage(self, obj: Session) -> str:
+        """The session's token and byte totals, as its API answer gives them (docs/console.md §1)."""
+        return render_to_string(f"{TEMPLATES}/usage.html", {"usage": obj.usage_totals})
 
     @admin.display(description="continuations")
     def continuation_list(self, obj: Session) -> str:

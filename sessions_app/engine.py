@@ -14,6 +14,7 @@ import json
 import logging
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -182,6 +183,7 @@ def step(
         raise NothingToDo("the session has no turn")
     params = params or StepParams()
     signals = signals or RunSignals()
+    started = time.monotonic()
     if document.wants_model():
         messages = document.openai_messages(agent.system_prompt)
         with chat_span(agent, messages, on_text_delta) as chat:
@@ -197,11 +199,15 @@ def step(
             )
             chat.answered(answer)
         return StepResult(
-            document.push_answer(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage)
+            document.push_answer(answer.raw_response, answer.text, answer.thinking, answer.tool_calls, answer.usage),
+            kind="model",
+            seconds=time.monotonic() - started,
         )
     if document.wants_tools():
         calls = ledger(len(document.turns) - 1) if ledger is not None else None
-        return _run_calls(_CallRound(document, agent, session, signals, on_tool_event or _ignore, params, calls))
+        ran = _run_calls(_CallRound(document, agent, session, signals, on_tool_event or _ignore, params, calls))
+        ran.seconds = time.monotonic() - started
+        return ran
     raise NothingToDo(f"nothing to do with a {document.head_tag} head")
 
 

@@ -225,6 +225,7 @@ def fold(
         else:
             contents["userQuery"] = _append_query(contents.get("userQuery"), text, media)
         contents["userMail"] = [*(contents.get("userMail") or []), *raw]
+        doc.recount_user_turn(turn)
         updated = doc.replace_head(document, turn)
     updated["mailCursor"] = max(e.seq for e in messages)
     updated.setdefault("controlCursor", 0)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agentfiles.document import response_text, tool_calls_of, tracked_calls, unwrap_response
+from agentfiles.usage import TokenUsage, turn_token_usage
 
 #: How tool-call results and arguments are shown.
 MODES = ("hidden", "shown", "elided")
@@ -142,14 +143,17 @@ def _usage(turn: dict[str, Any]) -> dict[str, int]:
 
 
 def statistics(document: dict[str, Any]) -> str:
-    """The statistics block: turn counts, bytes (from ``byteUsage``), media and tool calls by name."""
+    """The statistics block: turn counts, bytes (from ``byteUsage``), the provider's tokens
+    (docs/sessions.md §1.11), media and tool calls by name."""
     turns = document.get("turns") or []
     kinds = Counter(str(turn.get("tag")) for turn in turns)
     totals: Counter[str] = Counter()
     media = 0
     calls: Counter[str] = Counter()
+    tokens = TokenUsage()
     for turn in turns:
         totals.update(_usage(turn))
+        tokens = tokens + (turn_token_usage(turn) or TokenUsage())
         contents = turn.get("contents") or {}
         media += _query_text(contents.get("userQuery"))[1]
         if turn.get("tag") == "LlmTurn":
@@ -161,6 +165,8 @@ def statistics(document: dict[str, Any]) -> str:
         f" {kinds['PartialUserTurn']} partial)",
         f"- Bytes: input {totals['input']}, output {totals['output']}, reasoning {totals['reasoning']},"
         f" tool {totals['tool']}, total {totals['total']}",
+        f"- Tokens: input {tokens.input_tokens}, output {tokens.output_tokens}, cached {tokens.cached_tokens}"
+        f" ({tokens.model_turns} of {kinds['LlmTurn']} model answers reported usage)",
         f"- Media attachments: {media}",
         f"- Tool calls: {sum(calls.values())}",
     ]

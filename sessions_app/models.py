@@ -19,6 +19,7 @@ from django.db import models
 
 from agentfiles.document import pending_calls
 from agentfiles.document_shape import header_problem, turn_problem
+from agentfiles.usage import document_totals
 from foundation.common import TextJSONField, dump_json_text
 from foundation.errors import UnreadableSession
 
@@ -145,9 +146,15 @@ class Session(models.Model):
         """
         return DOCUMENTS.get(self)
 
+    @property
+    def usage_totals(self) -> dict[str, int]:
+        """Token and byte totals of this version's document (docs/sessions.md §1.11)."""
+        return document_totals(self.parsed_document())
+
     def document_text(self) -> str:
         """The session document as agents-exe session files hold it (JSON text)."""
         return dump_json_text(self.parsed_document())
+
     @property
     def pending_calls(self) -> list[dict[str, Any]]:
         """The deferred calls waiting for a continuation (DeferredCallView dicts)."""
@@ -164,18 +171,30 @@ class Turn(models.Model):
 
     ``position`` counts from the oldest turn (0); the document lists turns newest first.
     ``version`` is the session version that wrote the row, so a reader holding an older version
-    reads only the rows written since.
+    reads only the rows written since. The token columns copy the provider's usage of an
+    ``LlmTurn`` (0 for other turns and answers without usage; ``reports_usage`` says which), and
+    ``recorded_at`` is when the row was first written, so that usage adds up per agent, owner and
+    day without reading documents (docs/sessions.md §1.11).
     """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turn_rows")
     position = models.IntegerField()
     version = models.IntegerField()
     turn_json = models.TextField()
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    reports_usage = models.BooleanField(default=False)
+    recorded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "position"], name="turn_position_per_session")]
-        # a newer version's rows, for a reader that holds an older one
-        indexes = [models.Index(fields=["session", "version"])]
+        indexes = [
+            # a newer version's rows, for a reader that holds an older one
+            models.Index(fields=["session", "version"]),
+            # the usage totals of GET /v1/usage, by day
+            models.Index(fields=["recorded_at"], name="turn_usage_recorded", condition=models.Q(reports_usage=True)),
+        ]
 
     def __str__(self) -> str:
         return f"turn {self.position} of {self.session_id}"
@@ -234,9 +253,7 @@ class DocumentCache:
                 self._bytes -= old[2]
 
 
-def _load_document(
-    session: Session, known: tuple[int, dict[str, Any], int] | None
-) -> tuple[dict[str, Any], int]:
+def _load_document(session: Session, known: tuple[int, dict[str, Any], int] | None) -> tuple[dict[str, Any], int]:
     """Assemble a session's document: its header, then its turns newest first.
 
     With ``known`` (an older version's document and its size), only the rows written after that
@@ -460,9 +477,7 @@ class StartedCall(models.Model):
     started_at = models.DateTimeField()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["session", "turn", "call_index"], name="started_call_per_turn")
-        ]
+        constraints = [models.UniqueConstraint(fields=["session", "turn", "call_index"], name="started_call_per_turn")]
 
     def __str__(self) -> str:
         return f"{self.tool} {self.provider_call_id} started in {self.session_id}"
@@ -538,3 +553,32 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"idempotency key {self.key_sha256[:12]} of {self.scope or 'anonymous'} ({self.state})"
+
+
+class StepTiming(models.Model):
+    """How long one stored step took, for the operators' dashboard (docs/console.md §2).
+
+    ``kind`` is ``model`` (the step asked the model: ``duration_ms`` is the model call) or
+    ``tools`` (the step ran a round of tool calls). Written in the transaction that stores the
+    step; deleted with the events past their retention (``periodic.prune``).
+    """
+
+    class Kind(models.TextChoices):
+        MODEL = "model"
+        TOOLS = "tools"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="step_timings")
+    agent_slug = models.TextField()
+    owner = models.TextField(null=True, blank=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    duration_ms = models.IntegerField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # the dashboard's window, and the retention's delete
+            models.Index(fields=["finished_at"], name="step_timing_finished"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} step of {self.session_id}: {self.duration_ms} ms"

@@ -50,6 +50,8 @@ class StepResult:
 
     ``background`` holds the JSON entries of the calls started in the background (tracked calls of
     the new head). ``ran_calls`` says that the step ran tool calls, whose start records its store drops.
+    ``kind`` and ``seconds`` say what the step did (``model`` or ``tools``) and how long it took,
+    for the dashboard's latencies (``sessions_app.timings``).
     """
 
     document: SessionDocument
@@ -57,3 +59,5 @@ class StepResult:
     background: list[dict[str, Any]] = field(default_factory=list)
     children: list[NewChild] = field(default_factory=list)
     ran_calls: bool = False
+    kind: str = "tools"
+    seconds: float = 0.0

@@ -27,7 +27,7 @@ from django.db import close_old_connections, connection
 from django.db.models import Q
 
 from foundation.common import db_now
-from sessions_app import events, selectors
+from sessions_app import events, selectors, timings
 from sessions_app.models import PeriodicLease
 from sessions_app.runner import WORKER_NAME
 from sessions_app.services import idempotency
@@ -63,8 +63,11 @@ def sweep() -> None:
 
 
 def prune() -> None:
-    """Delete the events older than ``AGENTS_EVENT_RETENTION_SECONDS`` (docs/api.md §9.7)."""
-    events.prune(timedelta(seconds=settings.AGENTS["EVENT_RETENTION_SECONDS"]))
+    """Delete the events and step timings older than ``AGENTS_EVENT_RETENTION_SECONDS`` (docs/api.md
+    §9.7, docs/console.md §2)."""
+    kept = timedelta(seconds=settings.AGENTS["EVENT_RETENTION_SECONDS"])
+    events.prune(kept)
+    timings.prune(kept)
 
 
 def prune_idempotency_keys() -> None:

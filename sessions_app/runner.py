@@ -36,7 +36,7 @@ from foundation.auth import AuthConfigError, auth_config
 from foundation.common import db_now_in_statement
 from foundation.errors import UnreadableSession
 from foundation.redaction import redact, redact_urls
-from sessions_app import background, events, hub, mailbox
+from sessions_app import background, events, hub, mailbox, timings
 from sessions_app.deltas import DeltaBuffer
 from sessions_app.dispatch import enqueue_background_call, send_background_call, send_run
 from sessions_app.engine import (
@@ -337,6 +337,7 @@ def _store_step(session: Session, result: StepResult, *, mode: Session.RunMode) 
             _announce_stop(session, final, cancelled=False)
         else:
             session = _fenced_store(session, result.document)
+        timings.record(session, result.kind, result.seconds)
         if result.ran_calls:
             forget_started(session.pk)
         create_continuations(session, result.continuations)

@@ -338,8 +338,24 @@ def meta_view(session: Session) -> dict[str, Any]:
     return render(SessionMetaSerializer, session)
 
 
+class SessionUsageSerializer(serializers.Serializer):
+    """SessionUsage: the session's token totals (the provider's counts of its model answers) and
+    byte totals (its turns' ``byteUsage``), docs/sessions.md §1.11."""
+
+    inputTokens = serializers.IntegerField()  # noqa: N815 - the session file's casing
+    outputTokens = serializers.IntegerField()  # noqa: N815
+    cachedTokens = serializers.IntegerField()  # noqa: N815
+    modelTurns = serializers.IntegerField(help_text="model answers that reported usage")  # noqa: N815
+    inputBytes = serializers.IntegerField()  # noqa: N815
+    outputBytes = serializers.IntegerField()  # noqa: N815
+    reasoningBytes = serializers.IntegerField()  # noqa: N815
+    toolBytes = serializers.IntegerField()  # noqa: N815
+    totalBytes = serializers.IntegerField()  # noqa: N815
+
+
 class SessionViewSerializer(SessionMetaSerializer):
-    """SessionView: the metadata plus the session document and the pending deferred calls.
+    """SessionView: the metadata plus the session document, the pending deferred calls and the
+    usage totals.
 
     On create with ``session_token: true`` the answer also carries ``session_token`` (once).
     ``secret_params`` names the secret parameters the session holds, never their values.
@@ -350,6 +366,7 @@ class SessionViewSerializer(SessionMetaSerializer):
     )
     session = SessionDocumentField(source="parsed_document")
     pending = DeferredCallSerializer(many=True, source="pending_calls")
+    usage = SessionUsageSerializer(source="usage_totals")
     session_token = serializers.CharField(
         required=False, help_text="only in the answer to a create that asked for a session token"
     )

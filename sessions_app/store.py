@@ -16,6 +16,7 @@ from django.db.models import F
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
+from agentfiles.usage import turn_token_usage
 from foundation.common import db_now, dump_json_text
 from foundation.errors import UnknownSession
 from sessions_app import events, transitions
@@ -134,16 +135,38 @@ def _write_turns(session_id: Any, version: int, oldest_first: list[dict[str, Any
     if len(oldest_first) < stored:
         Turn.objects.filter(session_id=session_id, position__gte=len(oldest_first)).delete()
     inserts = []
+    now = db_now()
     for position in range(first, len(oldest_first)):
         text = dump_json_text(oldest_first[position])
         written += len(text)
+        tokens = _token_columns(oldest_first[position])
         if position < stored:
-            Turn.objects.filter(session_id=session_id, position=position).update(turn_json=text, version=version)
+            rows = Turn.objects.filter(session_id=session_id, position=position)
+            rows.update(turn_json=text, version=version, **tokens)
+            # a rewritten row keeps the time its answer first came in, unless it had none
+            rows.filter(recorded_at__isnull=True).update(recorded_at=now)
         else:
-            inserts.append(Turn(session_id=session_id, position=position, version=version, turn_json=text))
+            inserts.append(
+                Turn(
+                    session_id=session_id, position=position, version=version, turn_json=text, recorded_at=now, **tokens
+                )
+            )
     if inserts:
         Turn.objects.bulk_create(inserts)
     return written
+
+
+def _token_columns(turn: dict[str, Any]) -> dict[str, Any]:
+    """The token columns of a turn row: the provider's usage of an ``LlmTurn`` (docs/sessions.md §1.11)."""
+    usage = turn_token_usage(turn)
+    if usage is None:
+        return {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "reports_usage": False}
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "reports_usage": True,
+    }
 
 
 def _header_json(document: dict[str, Any]) -> str:

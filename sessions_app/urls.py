@@ -8,11 +8,13 @@ from foundation.routers import ApiRouter
 from foundation.threads import pooled
 from sessions_app import sse
 from sessions_app.mcp.http import McpViewSet
+from sessions_app.usage_views import UsageViewSet
 from sessions_app.views import ContinuationViewSet, HealthViewSet, SessionViewSet
 
 router = ApiRouter()
 router.register("v1/sessions", SessionViewSet, basename="session")
 router.register("v1/continuations", ContinuationViewSet, basename="continuation")
+router.register("v1/usage", UsageViewSet, basename="usage")
 
 urlpatterns = [
     path("healthz", pooled(HealthViewSet.as_view({"get": "health"})), name="health"),

@@ -221,13 +221,19 @@ class SessionViewSet(ApiViewSet):
 
     @extend_schema(
         operation_id="exportSession",
-        parameters=[SESSION_ID],
+        parameters=[
+            SESSION_ID,
+            OpenApiParameter("usage", bool, description="add the usage totals as a top-level usage key"),
+        ],
         responses={200: SESSION_DOCUMENT_REF, **error_responses(403, 404, 422)},
     )
     @action(detail=True, methods=["get"])
     def export(self, request: Request, session_id: str) -> Response:
-        """The session as an agents-exe session file: its document, as is (docs/api.md §7.16)."""
+        """The session as an agents-exe session file: its document, as is (docs/api.md §7.16); with
+        ``usage=true`` plus its totals under ``usage``, a key agents-exe skips (docs/sessions.md §1.11)."""
         session = _found(session_id)
+        if query_bool(request, "usage"):
+            return Response({**session.parsed_document(), "usage": session.usage_totals})
         return Response(session.parsed_document())
 
     @extend_schema(

@@ -74,8 +74,12 @@ The counters belong to one server and are cleared by ``POST /_mock/reset``.
 - ``cut_half_event`` (with ``cut``): ``true`` also sends the first half of the next event's
   ``data:`` line, without its line end, before closing.
 
-Every successful answer carries a ``usage`` object with rough token counts (about four characters
-per token).
+- ``usage``: the token counts to report, ``{"prompt_tokens"?, "completion_tokens"?,
+  "cached_tokens"?}`` (integers >= 0); ``cached_tokens`` is sent as
+  ``prompt_tokens_details.cached_tokens``.
+
+Every successful answer carries a ``usage`` object: the reply's ``usage`` counts where given,
+rough estimates (about four characters per token) for the others.
 
 Streaming
 ---------

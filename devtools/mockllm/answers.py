@@ -78,11 +78,16 @@ class Answer:
             completion_text += call["function"]["name"] + call["function"]["arguments"]
         prompt_tokens = _estimate_tokens(prompt_chars)
         completion_tokens = _estimate_tokens(len(completion_text))
-        self.usage = {
+        scripted = reply.get("usage") or {}
+        prompt_tokens = scripted.get("prompt_tokens", prompt_tokens)
+        completion_tokens = scripted.get("completion_tokens", completion_tokens)
+        self.usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if "cached_tokens" in scripted:
+            self.usage["prompt_tokens_details"] = {"cached_tokens": scripted["cached_tokens"]}
 
     def completion(self) -> dict[str, Any]:
         """The non-streamed ``chat.completion`` body."""
@@ -144,7 +149,6 @@ class Answer:
                 }
             )
         return chunks
-
 
     def cut_stream(self, cut: str, include_usage: bool) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """A stream cut at ``cut`` (a reply's ``cut``, see the package docs): the chunks it sends

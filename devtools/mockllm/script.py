@@ -25,7 +25,11 @@ _REPLY_KEYS = {
     "stream_error",
     "cut",
     "cut_half_event",
+    "usage",
 }
+#: The token counts a reply's ``usage`` may set (``cached_tokens`` goes under
+#: ``prompt_tokens_details``, as OpenAI sends it).
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 #: Where a reply's ``cut`` ends its stream (see the package docs).
 CUTS = ("after_text", "mid_tool_call", "before_finish")
 _RULE_KEYS = {"when", "reply", "times"}
@@ -103,6 +107,7 @@ def _validate_reply(where: str, reply: Any) -> None:
     if not isinstance(calls, list):
         raise ValueError(f"{where}: reply.tool_calls must be a list")
     _validate_cut(where, reply)
+    _validate_usage(where, reply)
     for position, call in enumerate(calls):
         at = f"{where}: reply.tool_calls[{position}]"
         if not isinstance(call, dict):
@@ -116,6 +121,17 @@ def _validate_reply(where: str, reply: Any) -> None:
             raise ValueError(f"{at}: 'arguments' must be an object or a JSON string")
         if "id" in call and not isinstance(call["id"], str):
             raise ValueError(f"{at}: 'id' must be a string")
+
+
+def _validate_usage(where: str, reply: dict[str, Any]) -> None:
+    if "usage" not in reply:
+        return
+    usage = reply["usage"]
+    if not isinstance(usage, dict) or set(usage) - set(USAGE_KEYS):
+        raise ValueError(f"{where}: reply.usage must be an object with {', '.join(USAGE_KEYS)} (each optional)")
+    for key, value in usage.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{where}: reply.usage.{key} must be an integer >= 0")
 
 
 def _validate_cut(where: str, reply: dict[str, Any]) -> None:
