@@ -12,6 +12,7 @@ urlpatterns = [
     path("openapi.json", OpenApiDocumentViewSet.as_view({"get": "list"}), name="openapi"),
     path("", include("sessions_app.urls")),
     path("", include("agents_app.urls")),
+    path("", include("hooks_app.urls")),
     path("admin/", admin.site.urls),
     path("", chat_page, name="chat"),
 ]

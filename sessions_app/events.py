@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, cast
 
@@ -69,7 +69,27 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
         hub.announce_on_commit(session_id, event.seq, owner)
         if _watched(session_id, str(kind)):
             enqueue_watched_event(event.seq)
+        for hook in _event_hooks:
+            hook(event)
     return event
+
+
+#: Called with every event inside the transaction that writes it (:func:`register_event_hook`).
+EventHook = Callable[[Event], None]
+_event_hooks: list[EventHook] = []
+
+
+def register_event_hook(hook: EventHook) -> None:
+    """Call ``hook`` with every event, inside the transaction that writes it, from now on.
+
+    A higher layer (the webhooks' outbox, docs/webhooks.md §3) writes its own rows beside the
+    event this way: they commit or roll back with it. A hook that raises fails the change that
+    emitted the event, so nothing is committed that the hook did not see. Hooks run on the hot
+    path of every event, streamed tokens included, and must return at once for kinds they do
+    not want. Registering the same hook twice keeps one.
+    """
+    if hook not in _event_hooks:
+        _event_hooks.append(hook)
 
 
 #: Event kinds never forwarded to watchers: one mail per streamed token would flood them.
