@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +26,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     verified: bool
+    checked: Any = None
 
     @property
     def payload(self) -> Any:
@@ -36,11 +37,14 @@ class Received:
 @dataclass
 class Receiver:
     """The receiver's state: set ``secret`` before deliveries come; ``answers`` are
-    ``(status, delay_seconds, extra_headers)`` used first to last (then 200)."""
+    ``(status, delay_seconds, extra_headers)`` used first to last (then ``default``); ``check``,
+    when set, is called with each request as it arrives and its answer kept in ``checked``."""
 
     url: str = ""
     secret: str | None = None
     answers: list[tuple[int, float, dict[str, str]]] = field(default_factory=list)
+    default: tuple[int, float, dict[str, str]] = (200, 0.0, {})
+    check: Callable[[Received], Any] | None = None
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -71,9 +75,12 @@ def webhook_receiver() -> Iterator[Receiver]:
                     verified = True
                 except WebhookVerificationError:
                     verified = False
+            item = Received(time.monotonic(), self.path, headers, body, verified)
+            if state.check is not None:
+                item.checked = state.check(item)
             with state.lock:
-                state.received.append(Received(time.monotonic(), self.path, headers, body, verified))
-                status, delay, extra = state.answers.pop(0) if state.answers else (200, 0.0, {})
+                state.received.append(item)
+                status, delay, extra = state.answers.pop(0) if state.answers else state.default
             time.sleep(delay)
             try:
                 self.send_response(status)
