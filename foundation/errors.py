@@ -63,6 +63,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_WEBHOOK = "unknown_webhook"
     UNKNOWN_DELIVERY = "unknown_delivery"
     WEBHOOK_URL_REFUSED = "webhook_url_refused"
+    UNKNOWN_SCHEDULE = "unknown_schedule"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -348,6 +349,12 @@ class UnknownDelivery(ApiError):
     """404: a delivery that is missing or not of that subscription; built from its id (docs/webhooks.md §6)."""
 
     code, status, template = ErrorCode.UNKNOWN_DELIVERY, 404, "no delivery {}"
+
+
+class UnknownSchedule(ApiError):
+    """404: a schedule that is missing, malformed or someone else's; built from its id (docs/webhooks.md §9)."""
+
+    code, status, template = ErrorCode.UNKNOWN_SCHEDULE, 404, "no schedule {}"
 
 
 class WebhookUrlRefused(ApiError):

@@ -99,3 +99,61 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} #{self.number}: {self.status_code or self.error}"
+
+
+class Schedule(models.Model):
+    """An owner's scheduled run: an agent, a prompt (and params), and when (docs/webhooks.md §9).
+
+    Exactly one of ``cron`` (five fields, read in ``timezone``) and ``interval_seconds`` is set.
+    ``next_fire_at`` is the next tick; the process whose conditional UPDATE moves it on fires
+    that tick, so one firing happens per tick however many processes sweep. ``mode`` ``new``
+    starts a session at each firing; ``continue`` posts the prompt to ``session`` (made at the
+    first firing when not given).
+    """
+
+    class Mode(models.TextChoices):
+        NEW = "new"
+        CONTINUE = "continue"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.TextField(null=True, blank=True)
+    agent = models.TextField()
+    prompt = models.TextField()
+    params = models.JSONField(null=True, blank=True)
+    cron = models.TextField(null=True, blank=True)
+    interval_seconds = models.FloatField(null=True, blank=True)
+    timezone = models.TextField(default="UTC")
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NEW)
+    session = models.UUIDField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    next_fire_at = models.DateTimeField()
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # schedules.fire_due scans the enabled schedules whose tick has come
+            models.Index(fields=["next_fire_at"], name="schedule_enabled_due", condition=Q(enabled=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.cron or f'every {self.interval_seconds:g} s'} ({self.owner or 'no owner'})"
+
+
+class ScheduleRun(models.Model):
+    """One firing: the tick it is for, when it fired, whether it caught up missed ticks, and the
+    session it started or continued (``error`` when it could not)."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
+    tick_at = models.DateTimeField()
+    fired_at = models.DateTimeField()
+    caught_up = models.BooleanField(default=False)
+    session_id = models.UUIDField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["schedule", "tick_at"], name="schedule_run_once_per_tick")]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} at {self.tick_at}"

@@ -12,8 +12,8 @@ import uuid
 from django.db.models import QuerySet
 
 from foundation.auth import Principal
-from foundation.errors import UnknownDelivery, UnknownWebhook
-from hooks_app.models import Attempt, Delivery, Webhook
+from foundation.errors import UnknownDelivery, UnknownSchedule, UnknownWebhook
+from hooks_app.models import Attempt, Delivery, Schedule, ScheduleRun, Webhook
 
 
 def visible_webhooks(principal: Principal) -> QuerySet[Webhook]:
@@ -38,6 +38,35 @@ def webhook_get(principal: Principal, webhook_id: str) -> Webhook:
     if found is None:
         raise UnknownWebhook(webhook_id)
     return found
+
+
+def visible_schedules(principal: Principal) -> QuerySet[Schedule]:
+    """The schedules ``principal`` may see, newest first (the rule of :func:`visible_webhooks`)."""
+    query = Schedule.objects.order_by("-created_at")
+    if principal.kind == "anonymous" or principal.admin:
+        return query
+    return query.filter(owner=principal.owner)
+
+
+def schedule_get(principal: Principal, schedule_id: str) -> Schedule:
+    """The schedule ``schedule_id`` (as written in the path).
+
+    Raises:
+        UnknownSchedule: malformed, missing, or not visible to ``principal``.
+    """
+    try:
+        key = uuid.UUID(schedule_id)
+    except ValueError:
+        raise UnknownSchedule(schedule_id) from None
+    found = visible_schedules(principal).filter(pk=key).first()
+    if found is None:
+        raise UnknownSchedule(schedule_id)
+    return found
+
+
+def schedule_runs(schedule: Schedule, *, limit: int = 100) -> list[ScheduleRun]:
+    """The schedule's newest ``limit`` firings, newest tick first."""
+    return list(schedule.runs.order_by("-tick_at")[:limit])
 
 
 def delivery_list(webhook: Webhook, *, limit: int = 100) -> list[Delivery]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from hooks_app.models import Attempt, Delivery, Webhook
+from hooks_app.models import Attempt, Delivery, Schedule, ScheduleRun, Webhook
 from hooks_app.outbox import WEBHOOK_KINDS
+from hooks_app.schedules import upcoming
 
 #: Characters of a URL at most (longer ones are refused, 400).
 MAX_URL_CHARS = 2048
@@ -113,3 +115,89 @@ class DeliveryListSerializer(serializers.Serializer):
     """``GET /v1/webhooks/{id}/deliveries``."""
 
     deliveries = DeliverySerializer(many=True)
+
+
+class ScheduleCreateSerializer(serializers.Serializer):
+    """``POST /v1/schedules``: an agent, a prompt (and params), and exactly one of ``cron`` and
+    ``interval_seconds``."""
+
+    agent = serializers.CharField(max_length=200)
+    prompt = serializers.CharField(max_length=100_000)
+    params = serializers.DictField(required=False, allow_null=True, help_text="the sessions' parameters")
+    cron = serializers.CharField(
+        required=False, allow_null=True, max_length=200, help_text="five fields: minute hour day month weekday"
+    )
+    interval_seconds = serializers.FloatField(required=False, allow_null=True, help_text="seconds between two runs")
+    timezone = serializers.CharField(required=False, max_length=64, default="UTC", help_text="an IANA time zone")
+    mode = serializers.ChoiceField(
+        choices=["new", "continue"], required=False, default="new", help_text="a new session each run, or one continued"
+    )
+    session = serializers.UUIDField(required=False, allow_null=True, help_text="the session continued (mode continue)")
+
+
+class ScheduleUpdateSerializer(ScheduleCreateSerializer):
+    """``PATCH /v1/schedules/{id}``: any of the create fields, and ``enabled``."""
+
+    enabled = serializers.BooleanField(required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["partial"] = True
+        super().__init__(*args, **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        """Only the fields sent: the create defaults (``timezone``, ``mode``) do not apply."""
+        values = super().to_internal_value(data)
+        return {name: value for name, value in values.items() if name in data}
+
+
+class ScheduleSerializer(serializers.ModelSerializer):
+    """A schedule as answered, with its next firing times."""
+
+    schedule_id = serializers.UUIDField(source="id")
+    next_fire_times = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "schedule_id",
+            "owner",
+            "agent",
+            "prompt",
+            "params",
+            "cron",
+            "interval_seconds",
+            "timezone",
+            "mode",
+            "session",
+            "enabled",
+            "next_fire_times",
+            "last_fired_at",
+            "created_at",
+            "updated_at",
+        ]
+
+    @extend_schema_field(serializers.ListField(child=serializers.DateTimeField()))
+    def get_next_fire_times(self, schedule: Schedule) -> list[str]:
+        """The next firing times (none while disabled)."""
+        shown = serializers.DateTimeField()
+        return [shown.to_representation(moment) for moment in upcoming(schedule)]
+
+
+class ScheduleListSerializer(serializers.Serializer):
+    """``GET /v1/schedules``."""
+
+    schedules = ScheduleSerializer(many=True)
+
+
+class ScheduleRunSerializer(serializers.ModelSerializer):
+    """One firing: its tick, when it fired, whether it caught up missed ticks, its session or error."""
+
+    class Meta:
+        model = ScheduleRun
+        fields = ["tick_at", "fired_at", "caught_up", "session_id", "error"]
+
+
+class ScheduleRunListSerializer(serializers.Serializer):
+    """``GET /v1/schedules/{id}/runs``."""
+
+    runs = ScheduleRunSerializer(many=True)

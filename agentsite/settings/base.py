@@ -213,6 +213,10 @@ AGENTS = {
     ],
     "WEBHOOK_DISABLE_AFTER": env.int("AGENTS_WEBHOOK_DISABLE_AFTER", default=5),
     "WEBHOOK_SWEEP_SECONDS": env.float("AGENTS_WEBHOOK_SWEEP_SECONDS", default=1.0),
+    # Scheduled runs (docs/webhooks.md §9): seconds between two sweeps of the due schedules (a
+    # firing is at most this late), and the shortest interval a schedule may have.
+    "SCHEDULE_SWEEP_SECONDS": env.float("AGENTS_SCHEDULE_SWEEP_SECONDS", default=1.0),
+    "SCHEDULE_MIN_INTERVAL_SECONDS": env.float("AGENTS_SCHEDULE_MIN_INTERVAL_SECONDS", default=60.0),
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
@@ -233,6 +237,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": False,
+    # a schedule's mode shares its field name with the sessions' run mode
+    "ENUM_NAME_OVERRIDES": {"ScheduleModeEnum": ["new", "continue"]},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "foundation.openapi.complete_schema"],
 }
 
