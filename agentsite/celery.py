@@ -24,7 +24,7 @@ if not _cwd_was_on_path and sys.path[:1] == [os.getcwd()]:
 # ``celery.current_app`` (sessions_app.dispatch) from daphne's and the embedded worker's threads
 app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["sessions_app"])
+app.autodiscover_tasks(["sessions_app", "hooks_app"])
 
 
 @setup_logging.connect

@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include("sessions_app.urls")),
     path("", include("agents_app.urls")),
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="console-dashboard"),
+    path("", include("hooks_app.urls")),
     path("admin/", admin.site.urls),
     path("", chat_page, name="chat"),
 ]

@@ -60,6 +60,10 @@ class ErrorCode(StrEnum):
     INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"
     IDEMPOTENCY_KEY_IN_PROGRESS = "idempotency_key_in_progress"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    UNKNOWN_WEBHOOK = "unknown_webhook"
+    UNKNOWN_DELIVERY = "unknown_delivery"
+    WEBHOOK_URL_REFUSED = "webhook_url_refused"
+    UNKNOWN_SCHEDULE = "unknown_schedule"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -332,6 +336,32 @@ class IdempotencyKeyReused(ApiError):
 
     code, status = ErrorCode.IDEMPOTENCY_KEY_REUSED, 422
     default_message = "this Idempotency-Key was used for another request (another method, path or body)"
+
+
+class UnknownWebhook(ApiError):
+    """404: a webhook subscription that is missing, malformed or someone else's; built from its id
+    (docs/webhooks.md §6)."""
+
+    code, status, template = ErrorCode.UNKNOWN_WEBHOOK, 404, "no webhook {}"
+
+
+class UnknownDelivery(ApiError):
+    """404: a delivery that is missing or not of that subscription; built from its id (docs/webhooks.md §6)."""
+
+    code, status, template = ErrorCode.UNKNOWN_DELIVERY, 404, "no delivery {}"
+
+
+class UnknownSchedule(ApiError):
+    """404: a schedule that is missing, malformed or someone else's; built from its id (docs/webhooks.md §9)."""
+
+    code, status, template = ErrorCode.UNKNOWN_SCHEDULE, 404, "no schedule {}"
+
+
+class WebhookUrlRefused(ApiError):
+    """400: a webhook URL this server will not send to (not http or https, no host, or an address
+    the SSRF rule refuses); the message says why (docs/webhooks.md §7)."""
+
+    code, status, template = ErrorCode.WEBHOOK_URL_REFUSED, 400, "webhook URL refused: {}"
 
 
 class InternalError(ApiError):

@@ -55,6 +55,18 @@ def _send(name: str, args: list[str], *, background_call: bool = False) -> None:
         current_app.signature(name, args=args).apply_async()
 
 
+def enqueue_task(name: str, args: list[str]) -> None:
+    """Send task ``name`` of another app (registered under that name) with ``args`` once the current
+    transaction commits: to the broker scaled out, to this process's pools on the embedded default."""
+    sent = list(args)
+    transaction.on_commit(lambda: _send(name, sent))
+
+
+def send_task(name: str, args: list[str]) -> None:
+    """Send task ``name`` with ``args`` now (outside any transaction), as :func:`enqueue_task` does."""
+    _send(name, list(args))
+
+
 def enqueue_run(session_id: uuid.UUID, run_id: uuid.UUID | None) -> None:
     """Send run ``run_id`` of ``session_id`` to a worker once the current transaction commits.
 

@@ -81,8 +81,30 @@ def emit(kind: EventKind, session_id: uuid.UUID | str, owner: str | None, payloa
             hub.announce_on_commit(session_id, event.seq, owner)
             if _watched(session_id, str(kind)):
                 enqueue_watched_event(event.seq)
+            for hook in _event_hooks:
+                hook(event)
     metrics.EVENTS.labels(kind=str(kind)).inc()
     return event
+
+
+#: Called with every event inside the transaction that writes it (:func:`register_event_hook`).
+EventHook = Callable[[Event], None]
+_event_hooks: list[EventHook] = []
+
+
+def register_event_hook(hook: EventHook) -> None:
+    """Call ``hook`` with every event, inside the transaction that writes it, from now on.
+
+    A higher layer (the webhooks' outbox, docs/webhooks.md §3) writes its own rows beside the
+    event this way: they commit or roll back with it. The event has its final ``seq``: on
+    PostgreSQL, where events are numbered just before commit (docs/api.md §9.7), hooks run then,
+    still inside the transaction (``transaction.on_commit`` works there too). A hook that raises
+    fails the change that emitted the event, so nothing is committed that the hook did not see.
+    Hooks run on the hot path of every event, streamed tokens included, and must return at once
+    for kinds they do not want. Registering the same hook twice keeps one.
+    """
+    if hook not in _event_hooks:
+        _event_hooks.append(hook)
 
 
 def tool_event_emitter(session: Session) -> Callable[[EventKind, ToolStarted | ToolProgressed | ToolFinished], None]:
@@ -130,6 +152,9 @@ def _numbered_at_commit() -> list[Event]:
         pending[:] = [event for event in pending if event.seq in finals]
         for event in pending:
             event.seq = finals[event.seq]
+        for event in pending:
+            for hook in _event_hooks:
+                hook(event)
 
     before_commit(number)
     return pending

@@ -75,10 +75,23 @@ def prune_idempotency_keys() -> None:
     idempotency.prune()
 
 
+#: What higher apps add to the periodic tasks (:func:`register_periodic_tasks`).
+_providers: list[Callable[[], list[PeriodicTask]]] = []
+
+
+def register_periodic_tasks(provider: Callable[[], list[PeriodicTask]]) -> None:
+    """Add the tasks ``provider`` returns to :func:`periodic_tasks` from now on; a higher layer (the
+    webhooks' delivery sweep, docs/webhooks.md §4) registers its own this way at start. Registering
+    the same provider twice keeps one."""
+    if provider not in _providers:
+        _providers.append(provider)
+
+
 def periodic_tasks() -> list[PeriodicTask]:
     """The sweep, every ``AGENTS_SWEEP_EVERY_SECONDS`` (10), the event retention, every
     ``AGENTS_PRUNE_EVERY_SECONDS`` (600), and the idempotency keys' expiry, every
-    ``AGENTS_IDEMPOTENCY_PRUNE_EVERY_SECONDS`` (600)."""
+    ``AGENTS_IDEMPOTENCY_PRUNE_EVERY_SECONDS`` (600), and those of the registered providers
+    (:func:`register_periodic_tasks`)."""
     return [
         PeriodicTask(PeriodicLease.SWEEP, settings.AGENTS["SWEEP_EVERY_SECONDS"], sweep),
         PeriodicTask(PeriodicLease.PRUNE, settings.AGENTS["PRUNE_EVERY_SECONDS"], prune),
@@ -87,6 +100,7 @@ def periodic_tasks() -> list[PeriodicTask]:
             settings.AGENTS["IDEMPOTENCY_PRUNE_EVERY_SECONDS"],
             prune_idempotency_keys,
         ),
+        *(task for provider in _providers for task in provider()),
     ]
 
 

@@ -11,7 +11,16 @@ from tests.harness import ROOT
 
 #: The project's packages from the ground floor up: a module may import its own package and the
 #: packages below it, never one above (docs/architecture.md §1).
-LAYERS = ("foundation", "agentfiles", "tools_app", "agents_app", "sessions_app", "console_app", "agentsite")
+LAYERS = (
+    "foundation",
+    "agentfiles",
+    "tools_app",
+    "agents_app",
+    "sessions_app",
+    "hooks_app",
+    "console_app",
+    "agentsite",
+)
 #: Packages beside the layers: they import no other package of the project, and only the wiring
 #: (the top layer) imports them.
 APART = ("devtools",)

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "agents_app",
     "tools_app",
     "sessions_app",
+    "hooks_app",
     "console_app",
 ]
 
@@ -206,6 +207,23 @@ AGENTS = {
     "NO_UI": env.bool("AGENTS_NO_UI", default=False),
     # Bytes one attachment (a media item) may hold once decoded; larger ones answer 413.
     "MAX_ATTACHMENT_BYTES": env.int("AGENTS_MAX_ATTACHMENT_BYTES", default=20 * 1024 * 1024),
+    # Webhooks (docs/webhooks.md): refuse loopback, private and link-local receivers (SSRF), on
+    # by default when scaled out; seconds an attempt may take; bytes of a body at most; seconds
+    # before each retry (comma-separated, about a day in all); failed deliveries in a row that
+    # disable a subscription; seconds between two sweeps of the due deliveries.
+    "WEBHOOK_BLOCK_PRIVATE": env.bool("AGENTS_WEBHOOK_BLOCK_PRIVATE", default=bool(REDIS_URL)),
+    "WEBHOOK_TIMEOUT_SECONDS": env.float("AGENTS_WEBHOOK_TIMEOUT_SECONDS", default=10.0),
+    "WEBHOOK_MAX_BODY_BYTES": env.int("AGENTS_WEBHOOK_MAX_BODY_BYTES", default=256 * 1024),
+    "WEBHOOK_RETRY_SECONDS": [
+        float(s)
+        for s in env.str("AGENTS_WEBHOOK_RETRY_SECONDS", default="5,300,1800,7200,18000,36000,36000").split(",")
+    ],
+    "WEBHOOK_DISABLE_AFTER": env.int("AGENTS_WEBHOOK_DISABLE_AFTER", default=5),
+    "WEBHOOK_SWEEP_SECONDS": env.float("AGENTS_WEBHOOK_SWEEP_SECONDS", default=1.0),
+    # Scheduled runs (docs/webhooks.md §9): seconds between two sweeps of the due schedules (a
+    # firing is at most this late), and the shortest interval a schedule may have.
+    "SCHEDULE_SWEEP_SECONDS": env.float("AGENTS_SCHEDULE_SWEEP_SECONDS", default=1.0),
+    "SCHEDULE_MIN_INTERVAL_SECONDS": env.float("AGENTS_SCHEDULE_MIN_INTERVAL_SECONDS", default=60.0),
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 
@@ -226,6 +244,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": False,
+    # a schedule's mode shares its field name with the sessions' run mode
+    "ENUM_NAME_OVERRIDES": {"ScheduleModeEnum": ["new", "continue"]},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "foundation.openapi.complete_schema"],
 }
 

@@ -11,19 +11,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.postgresql import base
 
 _HOOKS = "agents_before_commit"
+#: Set while the hooks run: ``transaction.on_commit`` made by a hook then still waits for the commit.
+_COMMITTING = "agents_committing"
 
 
 def before_commit(hook: Callable[[], None]) -> None:
     """Run ``hook()`` in the current transaction of the default database just before it commits; forget it on rollback.
 
     Args:
-        hook: takes nothing; it may run SQL (still inside the transaction). A
-            :class:`~django.db.DatabaseError` it raises rolls the transaction back, as a failed
-            ``COMMIT`` would.
+        hook: takes nothing; it may run SQL (still inside the transaction) and register
+            ``transaction.on_commit`` callbacks, which run once the commit is done. Whatever it
+            raises rolls the transaction back, as a failed ``COMMIT`` would (as a
+            :class:`~django.db.DatabaseError`, the error Django's ``atomic`` rolls back on).
     Raises:
         RuntimeError: there is no transaction (autocommit), or the backend is not this one.
     """
@@ -40,9 +43,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> Any:
         hooks: list[Callable[[], None]] = self.__dict__.pop(_HOOKS, [])
-        for hook in hooks:
-            hook()
+        self.__dict__[_COMMITTING] = True
+        try:
+            for hook in hooks:
+                hook()
+        except DatabaseError:
+            raise
+        except Exception as error:
+            raise DatabaseError(f"a before-commit hook failed: {error!r}") from error
+        finally:
+            self.__dict__.pop(_COMMITTING, None)
         return super()._commit()  # type: ignore[misc]  # django-stubs leave the private methods out
+
+    def on_commit(self, func: Callable[[], Any], robust: bool = False) -> None:
+        """``transaction.on_commit``; during the :func:`before_commit` hooks (Django has left the
+        atomic block by then, and would refuse) the callback waits for the commit as any other."""
+        if self.__dict__.get(_COMMITTING):
+            self.run_on_commit.append((set(), func, robust))
+            return
+        super().on_commit(func, robust)
 
     def _rollback(self) -> Any:
         self.__dict__.pop(_HOOKS, None)

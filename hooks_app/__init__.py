@@ -1,0 +1,1 @@
+"""Webhooks: per-owner subscriptions, the outbox of signed deliveries, and their attempts (docs/webhooks.md)."""
