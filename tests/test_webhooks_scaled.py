@@ -68,12 +68,18 @@ def test_a_worker_killed_with_deliveries_due_loses_none_and_none_comes_before_it
         assert set(receiver.processed()) == {row["delivery_id"] for row in rows}
         assert all(item.verified for item in receiver.received)
         assert all(item.checked == 200 for item in receiver.received), [item.checked for item in receiver.received]
+        # each delivery carries its event's final seq, as the event streams give it (on PostgreSQL
+        # events are numbered just before commit: the outbox is written then, docs/api.md §9.7)
+        seqs = {item.payload["data"]["seq"] for item in receiver.received}
+        assert all(seq > 0 for seq in seqs) and seqs == {row["event_seq"] for row in rows}
         # per session, its creation is delivered before its run's end
         for session_id in {row["session_id"] for row in rows}:
             kinds = [
                 item.payload["type"] for item in receiver.received if item.payload["data"]["session_id"] == session_id
             ]
             assert kinds.index("session.created") < kinds.index("run.stopped"), kinds
+            numbered = {r["event_kind"]: r["event_seq"] for r in rows if r["session_id"] == session_id}
+            assert numbered["session.created"] < numbered["run.stopped"], numbered
         duplicates = len(receiver.received) - len(receiver.processed())
         elapsed = time.monotonic() - killed_at
         print(f"{len(rows)} deliveries settled {elapsed:.1f} s after the kill, {duplicates} sent twice")

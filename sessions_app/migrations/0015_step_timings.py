@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0012_usage27_turn_tokens'),
+        ('sessions_app', '0014_turn_tokens'),
     ]
 
     operations = [

@@ -28,7 +28,7 @@ def fill_tokens(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0011_idempotency_keys"),
+        ("sessions_app", "0013_continuation_traceparent"),
     ]
 
     operations = [

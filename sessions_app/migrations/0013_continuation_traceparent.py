@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("sessions_app", "0011_idempotency_keys")]
+    dependencies = [("sessions_app", "0012_event_numbering")]
 
     operations = [
         migrations.AddField(
