@@ -59,7 +59,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         """``transaction.on_commit``; during the :func:`before_commit` hooks (Django has left the
         atomic block by then, and would refuse) the callback waits for the commit as any other."""
         if self.__dict__.get(_COMMITTING):
-            self.run_on_commit.append((set(), func, robust))
+            # Django 5 keeps (savepoint ids, callback, robust); django-stubs still declare two items
+            self.run_on_commit.append((set(), func, robust))  # type: ignore[arg-type]
             return
         super().on_commit(func, robust)
 
