@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any, overload
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import F, Value
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 
 from agentfiles.usage import turn_token_usage
 from foundation.common import db_now, dump_json_text
@@ -141,10 +141,10 @@ def _write_turns(session_id: Any, version: int, oldest_first: list[dict[str, Any
         written += len(text)
         tokens = _token_columns(oldest_first[position])
         if position < stored:
-            rows = Turn.objects.filter(session_id=session_id, position=position)
-            rows.update(turn_json=text, version=version, **tokens)
-            # a rewritten row keeps the time its answer first came in, unless it had none
-            rows.filter(recorded_at__isnull=True).update(recorded_at=now)
+            # a rewritten row keeps the time it first came in (rows stored before 0012 had none)
+            Turn.objects.filter(session_id=session_id, position=position).update(
+                turn_json=text, version=version, recorded_at=Coalesce(F("recorded_at"), Value(now)), **tokens
+            )
         else:
             inserts.append(
                 Turn(
