@@ -66,6 +66,8 @@ def _ancestors(session_id: uuid.UUID) -> list[uuid.UUID]:
 def _matches(webhook: Webhook, event: Event) -> bool:
     if event.kind not in webhook.events:
         return False
+    if webhook.one_off:
+        return str(webhook.session) == str(event.session_id)
     if webhook.session is not None and webhook.session not in _ancestors(uuid.UUID(str(event.session_id))):
         return False
     if webhook.agent:
@@ -115,6 +117,9 @@ def outbox_write(event: Event) -> None:
         for webhook in wanted
     ]
     Delivery.objects.bulk_create(rows)
+    one_offs = [webhook.pk for webhook in wanted if webhook.one_off]
+    if one_offs:
+        Webhook.objects.filter(pk__in=one_offs).update(enabled=False, disabled_reason="one-off: its run stopped")
     for row in rows:
         dispatch.enqueue_task(DELIVER_TASK, [row.id])
 
