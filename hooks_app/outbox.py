@@ -28,7 +28,6 @@ from foundation.common import db_now
 from hooks_app import sender
 from hooks_app.models import Attempt, Delivery, Webhook
 from sessions_app import dispatch
-from sessions_app.access import session_owner
 from sessions_app.event_types import EventKind
 from sessions_app.events import event_data
 from sessions_app.models import Event, Session
@@ -96,9 +95,12 @@ def outbox_write(event: Event) -> None:
     the event's transaction, each sent once that transaction commits (docs/webhooks.md §3)."""
     if event.kind not in WEBHOOK_KINDS:
         return
-    _, owner = session_owner(uuid.UUID(str(event.session_id)))
+    # an event's owner is its session's root's owner (sessions_app.events.emit)
     subscriptions = Webhook.objects.filter(enabled=True)
-    subscriptions = subscriptions.filter(owner=owner) if owner is not None else subscriptions.filter(owner__isnull=True)
+    if event.owner is not None:
+        subscriptions = subscriptions.filter(owner=event.owner)
+    else:
+        subscriptions = subscriptions.filter(owner__isnull=True)
     wanted = [webhook for webhook in subscriptions if _matches(webhook, event)]
     if not wanted:
         return
