@@ -28,6 +28,9 @@ class Webhook(models.Model):
     #: ``whsec_`` and base64: the Standard Webhooks secret format; never logged nor shown again.
     secret = models.TextField()
     enabled = models.BooleanField(default=True)
+    #: made by a request's ``webhook`` URL: told of one run's end of ``session`` only, then
+    #: disabled; never listed (docs/webhooks.md §10)
+    one_off = models.BooleanField(default=False)
     disabled_reason = models.TextField(null=True, blank=True)
     failures_in_a_row = models.IntegerField(default=0)
     created_at = models.DateTimeField()

@@ -28,7 +28,6 @@ from foundation.common import db_now
 from hooks_app import sender
 from hooks_app.models import Attempt, Delivery, Webhook
 from sessions_app import dispatch
-from sessions_app.access import session_owner
 from sessions_app.event_types import EventKind
 from sessions_app.events import event_data
 from sessions_app.models import Event, Session
@@ -66,6 +65,8 @@ def _ancestors(session_id: uuid.UUID) -> list[uuid.UUID]:
 def _matches(webhook: Webhook, event: Event) -> bool:
     if event.kind not in webhook.events:
         return False
+    if webhook.one_off:
+        return str(webhook.session) == str(event.session_id)
     if webhook.session is not None and webhook.session not in _ancestors(uuid.UUID(str(event.session_id))):
         return False
     if webhook.agent:
@@ -94,9 +95,12 @@ def outbox_write(event: Event) -> None:
     the event's transaction, each sent once that transaction commits (docs/webhooks.md §3)."""
     if event.kind not in WEBHOOK_KINDS:
         return
-    _, owner = session_owner(uuid.UUID(str(event.session_id)))
+    # an event's owner is its session's root's owner (sessions_app.events.emit)
     subscriptions = Webhook.objects.filter(enabled=True)
-    subscriptions = subscriptions.filter(owner=owner) if owner is not None else subscriptions.filter(owner__isnull=True)
+    if event.owner is not None:
+        subscriptions = subscriptions.filter(owner=event.owner)
+    else:
+        subscriptions = subscriptions.filter(owner__isnull=True)
     wanted = [webhook for webhook in subscriptions if _matches(webhook, event)]
     if not wanted:
         return
@@ -115,6 +119,9 @@ def outbox_write(event: Event) -> None:
         for webhook in wanted
     ]
     Delivery.objects.bulk_create(rows)
+    one_offs = [webhook.pk for webhook in wanted if webhook.one_off]
+    if one_offs:
+        Webhook.objects.filter(pk__in=one_offs).update(enabled=False, disabled_reason="one-off: its run stopped")
     for row in rows:
         dispatch.enqueue_task(DELIVER_TASK, [row.id])
 

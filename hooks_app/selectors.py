@@ -18,7 +18,7 @@ from hooks_app.models import Attempt, Delivery, Schedule, ScheduleRun, Webhook
 
 def visible_webhooks(principal: Principal) -> QuerySet[Webhook]:
     """The subscriptions ``principal`` may see, newest first."""
-    query = Webhook.objects.order_by("-created_at")
+    query = Webhook.objects.filter(one_off=False).order_by("-created_at")
     if principal.kind == "anonymous" or principal.admin:
         return query
     return query.filter(owner=principal.owner)

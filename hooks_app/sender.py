@@ -117,8 +117,9 @@ def send(url: str, body: str, headers: dict[str, str]) -> Outcome:
     except WebhookUrlRefused as refused:
         return Outcome(None, 0, "", refused.message, refused=True)
     parts = urlsplit(url)
-    host_header = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
-    request_headers = {**headers, "Host": host_header or "", "Content-Type": "application/json"}
+    name = f"[{target.host}]" if ":" in target.host else target.host
+    host_header = name if parts.port is None else f"{name}:{parts.port}"
+    request_headers = {**headers, "Host": host_header, "Content-Type": "application/json"}
     extensions = {"sni_hostname": target.host} if parts.scheme == "https" else {}
     timeout = settings.AGENTS["WEBHOOK_TIMEOUT_SECONDS"]
     try:

@@ -52,6 +52,27 @@ def webhook_create(
     )
 
 
+def run_webhook_record(owner: str | None, session_id: uuid.UUID, url: str) -> None:
+    """The handler of ``sessions_app.run_webhooks``: a one-off subscription to ``session_id``'s
+    next ``run.stopped`` at ``url`` (docs/webhooks.md §10).
+
+    Raises:
+        WebhookUrlRefused: the URL breaks the outbound rules (docs/webhooks.md §7).
+    """
+    sender.check_url(url)
+    now = db_now()
+    Webhook.objects.create(
+        owner=owner,
+        url=url,
+        events=["run.stopped"],
+        session=session_id,
+        one_off=True,
+        secret=new_secret(),
+        created_at=now,
+        updated_at=now,
+    )
+
+
 def webhook_update(webhook: Webhook, changes: dict[str, Any]) -> Webhook:
     """Change the subscription's ``url``, ``events``, filters, ``description`` or ``enabled``;
     enabling it again clears ``disabled_reason`` and its failure count.

@@ -235,6 +235,9 @@ class SessionCreateSerializer(serializers.Serializer):
     seal = StrictBooleanField(required=False)
     session_token = StrictBooleanField(required=False)
     params = ParamsInputField(required=False, allow_null=True)
+    webhook = serializers.CharField(
+        required=False, max_length=2048, help_text="a URL told once when this run stops (docs/webhooks.md §10)"
+    )
 
 
 class SessionImportSerializer(serializers.Serializer):
@@ -252,6 +255,9 @@ class MessageSerializer(serializers.Serializer):
     run = serializers.ChoiceField(choices=RUN_CHOICES, default=Session.RunMode.UNTIL_BLOCKED)
     interrupt = StrictBooleanField(required=False, default=False)
     params = ParamsInputField(required=False, allow_null=True)
+    webhook = serializers.CharField(
+        required=False, max_length=2048, help_text="a URL told once when this run stops (docs/webhooks.md §10)"
+    )
 
 
 class ResumeSerializer(serializers.Serializer):
@@ -259,6 +265,9 @@ class ResumeSerializer(serializers.Serializer):
 
     mode = serializers.ChoiceField(choices=Session.RunMode.choices, default=Session.RunMode.UNTIL_BLOCKED)
     params = ParamsInputField(required=False, allow_null=True)
+    webhook = serializers.CharField(
+        required=False, max_length=2048, help_text="a URL told once when this run stops (docs/webhooks.md §10)"
+    )
 
 
 class ContinuationSerializer(serializers.Serializer):

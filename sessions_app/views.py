@@ -12,6 +12,7 @@ import functools
 import uuid
 from typing import Any
 
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import viewsets
@@ -33,7 +34,7 @@ from foundation.api import (
 from foundation.auth import caller, new_session_token
 from foundation.common import render
 from foundation.errors import BadRequest, UnknownSession, UnknownToken
-from sessions_app import selectors, values
+from sessions_app import run_webhooks, selectors, values
 from sessions_app.idempotent import (
     IDEMPOTENCY_KEY_PARAMETER,
     DeferredWait,
@@ -83,6 +84,13 @@ def _found(session_id: str) -> Session:
     """The session a ``/v1/sessions/:id`` route names, looked up once, before its body is read:
     an unknown session answers 404 ``unknown_session`` whatever the body holds."""
     return selectors.session_get(_session_id(session_id))
+
+
+def _run_webhook(owner: str | None, session: Session, data: dict[str, Any]) -> None:
+    """Record the request's ``webhook`` URL, in the transaction of the change that starts the run,
+    so that the run cannot stop before it is known (docs/webhooks.md §10)."""
+    if data.get("webhook") is not None:
+        run_webhooks.request_run_webhook(owner=owner, session_id=session.pk, url=data["webhook"])
 
 
 def session_answer(
@@ -186,17 +194,19 @@ class SessionViewSet(ApiViewSet):
             parent_id = _session_id(data["parent"])
             selectors.require_visible(principal, parent_id)
         wait_for = wait_params(request)
-        session = sessions.session_create(
-            agent_slug=data["agent"],
-            prompt=prompt or None,
-            media=media,
-            run=data["run"],
-            parent_id=parent_id,
-            owner=principal.owner,
-            sealed=bool(data.get("seal")),
-            session_token_sha256=token_digest,
-            params=data.get("params"),
-        )
+        with transaction.atomic():
+            session = sessions.session_create(
+                agent_slug=data["agent"],
+                prompt=prompt or None,
+                media=media,
+                run=data["run"],
+                parent_id=parent_id,
+                owner=principal.owner,
+                sealed=bool(data.get("seal")),
+                session_token_sha256=token_digest,
+                params=data.get("params"),
+            )
+            _run_webhook(principal.owner, session, data)
         if session_token is not None:
             # shown this once; only its digest is stored (docs/api.md §10.5)
             session.session_token = session_token
@@ -273,15 +283,17 @@ class SessionViewSet(ApiViewSet):
         sid = _found(session_id).pk
         data = validated(MessageSerializer, json_object_body(request))
         wait_for = wait_params(request)
-        session = sessions.message_post(
-            session_id=sid,
-            prompt=data.get("prompt") or None,
-            media=doc.media_from_api(data.get("media") or []),
-            run=data["run"],
-            interrupt=data["interrupt"],
-            owner=caller(request).owner,
-            params=data.get("params"),
-        )
+        with transaction.atomic():
+            session = sessions.message_post(
+                session_id=sid,
+                prompt=data.get("prompt") or None,
+                media=doc.media_from_api(data.get("media") or []),
+                run=data["run"],
+                interrupt=data["interrupt"],
+                owner=caller(request).owner,
+                params=data.get("params"),
+            )
+            _run_webhook(caller(request).owner, session, data)
         return session_answer(request, session, wait_for)
 
     @extend_schema(
@@ -301,9 +313,11 @@ class SessionViewSet(ApiViewSet):
         sid = _found(session_id).pk
         data = validated(ResumeSerializer, json_object_body(request))
         wait_for = wait_params(request)
-        session = sessions.session_resume(
-            session_id=sid, mode=data["mode"], owner=caller(request).owner, params=data.get("params")
-        )
+        with transaction.atomic():
+            session = sessions.session_resume(
+                session_id=sid, mode=data["mode"], owner=caller(request).owner, params=data.get("params")
+            )
+            _run_webhook(caller(request).owner, session, data)
         return session_answer(request, session, wait_for)
 
     @extend_schema(

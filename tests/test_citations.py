@@ -32,6 +32,8 @@ SCANNED = (
     "agentsite",
     "agents_app",
     "sessions_app",
+    "hooks_app",
+    "console_app",
     "tools_app",
     "devtools",
     "tests",

@@ -312,3 +312,41 @@ def test_other_owners_subscriptions_and_deliveries_answer_404_and_are_never_list
         token = server.client.post("/v1/sessions", content=body, headers=owner("alice")).json()["session_token"]
         answer = server.client.get("/v1/webhooks", headers={"Authorization": f"Bearer {token}"})
         assert answer.status_code == 401 and answer.json()["error"] == "unauthorized"
+
+
+def test_a_webhook_url_on_a_request_is_told_once_of_that_run_end_and_a_bad_one_stores_nothing(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    server = start_server([_weather(tmp_path, llm_server(WEATHER))])
+    with webhook_receiver() as receiver:
+        body = json.dumps({"agent": "weather", "prompt": "Weather in Paris?", "webhook": receiver.url})
+        answer = server.client.post("/v1/sessions?wait=true", content=body)
+        assert answer.status_code == 201, answer.text
+        session = answer.json()
+        wait_until(lambda: receiver.received)
+        [told] = receiver.received
+        assert told.payload["type"] == "run.stopped" and told.payload["data"]["status"] == "waiting_external"
+        assert told.payload["data"]["session_id"] == session["session_id"]
+        # once: the run the continuation starts is not this request's
+        token = session["pending"][0]["continuation_token"]
+        server.client.post(f"/v1/continuations/{token}?wait=true", content=json.dumps({"result": "sunny"}))
+        path = f"/v1/sessions/{session['session_id']}"
+        body = json.dumps({"prompt": "And tomorrow?", "webhook": receiver.url})
+        assert server.client.post(f"{path}/messages?wait=true", content=body).status_code == 200
+        wait_until(lambda: len(receiver.received) == 2)
+        time.sleep(0.5)
+        # the message's run also defers get_weather
+        assert [item.payload["data"]["status"] for item in receiver.received] == ["waiting_external"] * 2
+        assert len({item.headers["webhook-id"] for item in receiver.received}) == 2
+        # one-off notifications are no subscriptions of the owner's
+        assert server.client.get("/v1/webhooks").json()["webhooks"] == []
+
+        before = server.client.get(path).json()
+        for url in ("ftp://example.com/", "http:///nohost"):
+            for suffix, sent in (("/messages", {"prompt": "more?"}), ("/resume", {})):
+                answer = server.client.post(path + suffix, content=json.dumps({**sent, "webhook": url}))
+                assert answer.status_code == 400 and answer.json()["error"] == "webhook_url_refused", answer.text
+            answer = server.client.post("/v1/sessions", content=json.dumps({"agent": "weather", "webhook": url}))
+            assert answer.status_code == 400 and answer.json()["error"] == "webhook_url_refused", answer.text
+        assert server.client.get(path).json()["version"] == before["version"]
+        assert len(server.client.get("/v1/sessions").json()["sessions"]) == 1
