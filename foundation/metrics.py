@@ -39,6 +39,9 @@ TOOL_CALLS = Counter("agents_tool_calls", "Tool calls by tool kind and outcome",
 TOOL_SECONDS = Histogram("agents_tool_call_seconds", "Duration of an inline tool call", ["kind"], buckets=_BUCKETS)
 TOKENS = Counter("agents_tokens", "Tokens the model reported, by direction (input, output)", ["agent", "direction"])
 EVENTS = Counter("agents_events_written", "Events written to the live streams", ["kind"])
+EVENT_FANOUT_SECONDS = Histogram(
+    "agents_event_fanout_seconds", "From an event's write to its hand-over to a live stream", buckets=_BUCKETS
+)
 LEASES_TAKEN_OVER = Counter("agents_leases_taken_over", "Runs claimed from a lease that had expired")
 
 

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from foundation import metrics
 from sessions_app import events, hub
 from sessions_app.models import Event
 
@@ -65,11 +67,14 @@ class Frame:
     session_id: str
     owner: str | None
     data: str
+    #: when the event was written (epoch seconds; 0 for the end marker)
+    written: float = 0.0
 
     @classmethod
     def of(cls, event: Event) -> Frame:
         """The frame of a stored event."""
-        return cls(event.seq, event.kind, str(event.session_id), event.owner, events.event_data(event))
+        data = events.event_data(event)
+        return cls(event.seq, event.kind, str(event.session_id), event.owner, data, event.created_at.timestamp())
 
     @functools.cached_property
     def sse_text(self) -> str:
@@ -238,6 +243,9 @@ async def _frames(hub_fanout: Fanout, sub: Subscription, start: int) -> AsyncIte
             fresh, deleted = _until_deleted(sub.scope, [f for f in ready if f is not END and f.seq > last])
             if fresh:
                 last = fresh[-1].seq
+                now = time.time()
+                for fresh_frame in fresh:
+                    metrics.EVENT_FANOUT_SECONDS.observe(max(0.0, now - fresh_frame.written))
                 yield fresh
             if ended or deleted:
                 return

@@ -16,6 +16,7 @@ import httpx
 from devtools.mockllm import MockLlmServer
 from tests.harness import Server, free_port, wait_until, write_agent, write_tool
 from tests.owners import owner, write_tokens
+from tests.streams import SseReader
 
 SCRIPT = {"rules": [
     {"when": {"last_role": "user"}, "reply": {"content": "", "tool_calls": [
@@ -150,14 +151,23 @@ def test_metrics_of_the_api_are_for_admin_owners(
     refused = server.client.get("/metrics", headers=owner("alice"))
     assert refused.status_code == 403 and refused.json()["error"] == "forbidden", refused.text
     assert server.client.get("/metrics").status_code == 401
-    answer = server.client.post("/v1/sessions?wait=true&timeout=60", headers=owner("alice"),
-                                content=json.dumps({"agent": "loader", "prompt": "echo"}))
-    assert answer.status_code == 201, answer.text
+    stream = SseReader(f"{server.url}/v1/events", headers=owner("alice"))
+    try:
+        wait_until(lambda: stream.response_headers, 30)
+        answer = server.client.post("/v1/sessions?wait=true&timeout=60", headers=owner("alice"),
+                                    content=json.dumps({"agent": "loader", "prompt": "echo"}))
+        assert answer.status_code == 201, answer.text
+        stream.wait_for(lambda events: "run.stopped" in [event["event"] for event in events])
+    finally:
+        stream.close()
     scraped = server.client.get("/metrics", headers=owner("root"))
     assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
     # the embedded worker runs in the server: its counts are the server's
     assert 'agents_runs_started_total{agent="loader"} 1.0' in scraped.text
     assert "agents_deferred_calls_waiting 0.0" in scraped.text
+    # the stream was handed the run's events live: each hand-over's delay observed
+    [count] = [line for line in scraped.text.splitlines() if line.startswith("agents_event_fanout_seconds_count")]
+    assert float(count.split()[-1]) >= 3
 
 
 def test_no_metrics_listener_unless_asked(
