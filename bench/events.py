@@ -202,6 +202,8 @@ def measure_throughput(url: str, pids: list[int], burst: int, words: int) -> dic
         readers.stop()
     live_cpu = tree_cpu(pids) - cpu_before
     deltas = sum(1 for _, d in live if d["kind"] == "text.delta")
+    # the streamed words that arrived: a text.delta joins the pieces of 25 ms (docs/api.md §9.6)
+    words_live = sum(len(d["text"].split()) for _, d in live if d["kind"] == "text.delta")
     live_seconds = live[-1][0] - live[0][0] if len(live) > 1 else float("nan")
     last_seq = max(int(d["seq"]) for _, d in live)
 
@@ -228,6 +230,8 @@ def measure_throughput(url: str, pids: list[int], burst: int, words: int) -> dic
         "text_deltas": deltas,
         "live_seconds": live_seconds,
         "live_events_per_s": len(live) / live_seconds,
+        "live_words": words_live,
+        "live_words_per_s": words_live / live_seconds,
         "live_cpu_ms_per_event": live_cpu * 1000 / len(live),
         "wall_from_first_request_s": live[-1][0] - started,
         "replayed_events": len(replayed),
@@ -294,7 +298,10 @@ def main() -> int:
          fmt(t["replay_cpu_ms_per_event"], 2), fmt(t["load1"], 2)],
     ]  # fmt: skip
     print(markdown_table(["path", "events", "seconds", "events/s", "product CPU ms/event", "load"], rows))
-    print(f"\n({t['sessions']} sessions, {t['text_deltas']} text.delta events among them)")
+    print(
+        f"\n({t['sessions']} sessions, {t['text_deltas']} text.delta events among them, carrying "
+        f"{t['live_words']} streamed words: {fmt(t['live_words_per_s'], 0)} words/s live)"
+    )
     print(f"load average at the end: {loadavg()}")
     common.write_json(
         args.json, {"benchmark": "events", "options": vars(args), "delay": delays, "throughput": throughput}
