@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentfiles.endpoints import model_url
 from agentfiles.schema import AgentSpec
 
 if TYPE_CHECKING:
@@ -143,16 +144,18 @@ def complete(
         if flavor in OPENAI_FLAVORS:
             request["stream_options"] = {"include_usage": True}
 
-    url = f"{spec.modelUrl.rstrip('/')}/chat/completions"
+    # an endpoint override (--model-url) applies here, where the model is called (docs/cli.md §2.3.2)
+    base = model_url(spec.modelUrl)
+    url = f"{base.rstrip('/')}/chat/completions"
     if cancel is not None:
         try:
             completion = _with_retries(
-                lambda: _attempt_cancellable(api_key, spec.modelUrl, timeout, request, on_text_delta, cancel)
+                lambda: _attempt_cancellable(api_key, base, timeout, request, on_text_delta, cancel)
             )
         except openai.APIError as err:
             raise LlmError(_describe(err, timeout, url)) from err
         return _answer_from_completion(completion)
-    client = _client(AgentClient, api_key, spec.modelUrl, timeout)
+    client = _client(AgentClient, api_key, base, timeout)
     try:
         if on_text_delta is None:
             # The SDK's own request method, without its per-message conversion of the parameters

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfiles.endpoints import api_key_id
 from agentfiles.keys import api_key_for, fallback_api_key
 from agentfiles.loader import AgentTree, LoadedAgent
 from agentfiles.parameters import AgentParameters, ParamValue
@@ -54,7 +55,8 @@ class RuntimeAgent:
         keys = self.owner_api_keys.get(owner) if owner is not None else None
         if keys is None:
             return self.api_key
-        return api_key_for(keys, self.loaded.spec.apiKeyId)
+        key_id = api_key_id(self.loaded.spec.apiKeyId)
+        return api_key_for(keys, key_id) if key_id else None
 
     @property
     def slug(self) -> str:
@@ -139,13 +141,22 @@ def runtime_agent(slug: str) -> RuntimeAgent:
             policy=ToolCallPolicy.from_config(
                 loaded.spec.toolCallPolicyConfig, frozenset(tool.name for tool in loaded.spec.externalTools)
             ),
-            # AGENTS_API_KEY stands in for a key id the shared file lacks (docs/cli.md §2.3)
-            api_key=api_key_for(registry.api_keys, loaded.spec.apiKeyId) or fallback_api_key(),
+            api_key=_shared_key(registry.api_keys, loaded.spec.apiKeyId),
             owner_api_keys=registry.owner_api_keys,
             parameters=parameters,
         )
         _cache[slug] = agent
         return agent
+
+
+def _shared_key(keys: dict[str, str], key_id: str) -> str | None:
+    """The shared keys file's key for ``key_id`` once ``--api-key-id`` has mapped it; a key id
+    mapped to nothing has no key, not even ``AGENTS_API_KEY``, which stands in for a key id the
+    file lacks (docs/cli.md §2.3, §2.3.2)."""
+    mapped = api_key_id(key_id)
+    if not mapped:
+        return None
+    return api_key_for(keys, mapped) or fallback_api_key()
 
 
 def _forget_if_stale(slug: str) -> None:

@@ -27,6 +27,8 @@ from rest_framework.response import Response
 
 _ANY: dict[str, Any] = {}
 _STRING = {"type": "string"}
+#: The id of a JSON-RPC request, which a response repeats.
+_REQUEST_ID = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -55,6 +57,43 @@ def schema_ref(model: type[BaseModel]) -> dict[str, str]:
     if known is not model:
         raise ValueError(f"two value models are named {model.__name__}")
     return _ref(model.__name__)
+
+
+#: What a serializer cannot say of its body, by component name (see :func:`component_rule`).
+_COMPONENT_RULES: dict[str, dict[str, Any]] = {}
+
+
+def component_rule(name: str, rule: dict[str, Any]) -> None:
+    """Add keywords to a generated component: a rule across fields that a serializer checks in
+    code (a message needs a prompt or media), so that the document allows no body the server
+    refuses (docs/api.md §13.1).
+
+    Args:
+        name: the component's name (a serializer's, without ``Serializer``).
+        rule: JSON-schema keywords merged into the component (``anyOf``, ``not``, ...); objects
+            are merged key by key, so a rule can add to one property.
+    """
+    _COMPONENT_RULES[name] = rule
+
+
+def required_body(operation_id: str) -> None:
+    """Mark an operation's request body required in the document: one that drf-spectacular is
+    given as a raw schema, which it leaves optional, and that the server refuses when missing."""
+    _REQUIRED_BODIES.add(operation_id)
+
+
+_REQUIRED_BODIES: set[str] = set()
+
+#: Standard base64 with its padding, as ``foundation.common.is_base64`` accepts it.
+BASE64_PATTERN = r"^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+def _merge(target: dict[str, Any], rule: dict[str, Any]) -> None:
+    for key, value in rule.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
 
 
 def _openapi_3_0(schema: Any) -> Any:
@@ -111,7 +150,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "description": "A JSON-RPC 2.0 message of MCP: a request, a notification, a response or an error.",
         "properties": {
             "jsonrpc": {"type": "string", "enum": ["2.0"]},
-            "id": {"description": "a string or a number; null in an error answering no request", "nullable": True},
+            "id": {
+                "description": "a string or an integer; null in an error answering no request",
+                "nullable": True,
+                **_REQUEST_ID,
+            },
             "method": _STRING,
             "params": {"type": "object"},
             "result": {"type": "object"},
@@ -122,6 +165,12 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             },
         },
         "required": ["jsonrpc"],
+        # a message is one of the four kinds: one with neither method, result nor error is none
+        "anyOf": [
+            {"required": ["method"]},
+            {"required": ["id", "result"], "properties": {"id": _REQUEST_ID}},
+            {"required": ["id", "error"]},
+        ],
     },
     "JsonRpcBody": {
         "description": "One JSON-RPC message, or a batch of them.",
@@ -200,6 +249,12 @@ def complete_schema(result: dict[str, Any], generator: Any, request: Any, public
     components = result.setdefault("components", {}).setdefault("schemas", {})
     for name, schema in {**COMPONENTS, **value_components()}.items():
         components.setdefault(name, schema)
+    for name, rule in _COMPONENT_RULES.items():
+        _merge(components[name], rule)
+    for methods in result["paths"].values():
+        for operation in methods.values():
+            if operation.get("operationId") in _REQUIRED_BODIES:
+                operation["requestBody"]["required"] = True
     result.setdefault("paths", {}).update(STREAM_PATHS)
     return result
 

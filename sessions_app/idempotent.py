@@ -39,6 +39,9 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     HEADER,
     str,
     OpenApiParameter.HEADER,
+    # the bare form only: a client generated from the document needs no other (the server also reads the
+    # quoted one)
+    pattern=rf"^[\x21\x23-\x5b\x5d-\x7e]{{1,{MAX_KEY_LENGTH}}}$",
     description=(
         "a key unique to this logical request (e.g. a UUID), at most 255 visible ASCII characters without"
         ' `"` or `\\` (a quoted structured-field string is read too); a retry with the same key and body'

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -21,6 +22,7 @@ from agentfiles.turns import SESSION_DOCUMENT_REF, TOOL_CALL_REF
 from foundation.api import parse_uuid
 from foundation.common import Rfc3339Field, is_base64, render
 from foundation.errors import BadRequest, UnknownSession
+from foundation.openapi import BASE64_PATTERN, component_rule
 from sessions_app import selectors
 from sessions_app.models import Session
 from sessions_app.services.params import secret_names
@@ -34,6 +36,18 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
+    """A name or identifier's schema in the OpenAPI document: its string schema, and a pattern
+    that says what ``ProhibitNullCharactersValidator`` refuses (docs/api.md §1.6)."""
+
+    target_class = StrictCharField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> Any:
+        """The field's generated schema, with ``pattern`` added."""
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        return {**schema, "pattern": "^[^\\x00]*$"}
 
 
 class TextCharField(StrictCharField):
@@ -114,9 +128,9 @@ class MediaSerializer(serializers.Serializer):
     """An attachment: ``{"mime", "base64", "filename"?}``."""
 
     # docs/decisions.md §2: the HTTP API says mime/base64, the session document mimeType/base64Data
-    mime = StrictCharField()
+    mime = StrictCharField(min_length=1)
     base64 = StrictCharField(allow_blank=True, trim_whitespace=False)
-    filename = StrictCharField(required=False, allow_null=True)
+    filename = StrictCharField(required=False, allow_null=True, min_length=1)
 
     def validate_base64(self, value: str) -> str:
         """Refuse data that is not base64."""
@@ -226,12 +240,13 @@ class SessionListQuerySerializer(serializers.Serializer):
 class SessionCreateSerializer(serializers.Serializer):
     """Body of ``POST /v1/sessions``."""
 
-    agent = StrictCharField()
+    # min_length says in the OpenAPI document what blank's refusal already enforces
+    agent = StrictCharField(min_length=1)
     prompt = TextCharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     message = MessageAliasSerializer(required=False)
     media = MediaSerializer(many=True, required=False)
     run = serializers.ChoiceField(choices=RUN_CHOICES, default=Session.RunMode.UNTIL_BLOCKED)
-    parent = StrictCharField(required=False, allow_null=True)  # type: ignore[assignment]  # a declared field, not Field.parent: DRF's metaclass moves it off the class
+    parent = StrictCharField(required=False, allow_null=True, min_length=1)  # type: ignore[assignment]  # a declared field, not Field.parent: DRF's metaclass moves it off the class
     seal = StrictBooleanField(required=False)
     session_token = StrictBooleanField(required=False)
     params = ParamsInputField(required=False, allow_null=True)
@@ -243,8 +258,23 @@ class SessionCreateSerializer(serializers.Serializer):
 class SessionImportSerializer(serializers.Serializer):
     """Body of ``POST /v1/sessions/import``: an agents-exe session document and the agent it runs with."""
 
-    agent = StrictCharField()
+    agent = StrictCharField(min_length=1)
     session = SessionDocumentField()
+
+
+#: A message's prompt may be empty, but not missing or null without media (docs/api.md §7.5).
+NEEDS_PROMPT_OR_MEDIA = {
+    # said as "not (no prompt and no media)": a union at the top of an object would make
+    # generated clients give up on the model
+    "not": {
+        "allOf": [
+            {"anyOf": [{"not": {"required": ["prompt"]}}, {"properties": {"prompt": {"enum": [None]}}}]},
+            {"anyOf": [{"not": {"required": ["media"]}}, {"properties": {"media": {"maxItems": 0}}}]},
+        ]
+    }
+}
+component_rule("Message", NEEDS_PROMPT_OR_MEDIA)
+component_rule("Media", {"properties": {"base64": {"pattern": BASE64_PATTERN}}})
 
 
 class MessageSerializer(serializers.Serializer):

@@ -70,8 +70,17 @@ CANCEL_WAIT_SECONDS = 30.0
 
 WAIT_PARAMETERS = [
     OpenApiParameter("wait", bool, description="answer when the run stops (default false)"),
-    OpenApiParameter("timeout", float, description="seconds to wait, default 120, at most 600"),
+    OpenApiParameter(
+        "timeout",
+        {"type": "number", "minimum": 0},
+        description="seconds to wait, default 120; more than 600 waits 600",
+    ),
 ]
+_STATUS = "|".join(Session.Status.values)
+#: ``status`` of the session list in the document: known statuses, comma-separated (docs/api.md §7.2).
+STATUS_LIST_PATTERN = f"^({_STATUS})(,({_STATUS}))*$"
+#: ``q`` in the document: one character at least that is neither a space nor a control character.
+SEARCH_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 SESSION_ID = OpenApiParameter("session_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the session")
 TOKEN = OpenApiParameter("token", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the continuation token")
 
@@ -152,11 +161,15 @@ class SessionViewSet(ApiViewSet):
         operation_id="listSessions",
         parameters=[
             OpenApiParameter("agent", str),
-            OpenApiParameter("status", str, description="comma-separated statuses"),
+            OpenApiParameter("status", str, pattern=STATUS_LIST_PATTERN, description="comma-separated statuses"),
             OpenApiParameter("parent", OpenApiTypes.UUID, description="list the children of this session"),
-            OpenApiParameter("limit", int, description="1..500, default 50"),
+            OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 500}, description="default 50"),
             OpenApiParameter("before", OpenApiTypes.DATETIME, description="RFC 3339 updated_at, strictly older"),
-            OpenApiParameter("q", str, description="only sessions whose conversation says this, case-insensitive"),
+            OpenApiParameter(
+                "q",
+                {"type": "string", "maxLength": selectors.SEARCH_MAX_CHARS, "pattern": SEARCH_PATTERN},
+                description="only sessions whose conversation says this, case-insensitive",
+            ),
         ],
         responses={200: SessionListSerializer, **error_responses(400, 404)},
     )

@@ -1,4 +1,4 @@
-"""A client generated from the served ``/openapi.json`` works (issue 25, acceptance 3):
+"""A client generated from the served ``/openapi.json`` works (issue 25, acceptance 3; issue 29, acceptance 3):
 openapi-python-client generates it without a warning, and its models post continuations, a plain
 string result and a mixed one, to a real server (the flow of the README's weather walkthrough: a
 deferred call, its result posted, the run goes on to the model's answer)."""
@@ -146,3 +146,54 @@ def test_a_generated_client_posts_string_and_mixed_results(
     assert answer.status_code == 400
     assert json.loads(answer.content) == {"error": "bad_request", "message": "result: base64Data is not valid base64"}
     assert answer.parsed.message == "result: base64Data is not valid base64"
+
+
+def test_a_generated_client_runs_the_walkthrough(
+    weather: Server, generated: tuple[subprocess.CompletedProcess[str], ModuleType]
+):
+    """Create a session, complete its deferred call through the continuation, post a message,
+    list the sessions and follow the session's events, with the generated client only."""
+    outcome, package = generated
+    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+    api = {
+        name: importlib.import_module(f"{PACKAGE}.api.v1.{name}")
+        for name in ("create_session", "complete_call", "post_message", "list_sessions", "get_session")
+    }
+    models = importlib.import_module(f"{PACKAGE}.models")
+    client = package.AuthenticatedClient(base_url=weather.url, token="unused", timeout=60)
+    with client:
+        created = api["create_session"].sync_detailed(
+            client=client, body=models.SessionCreate(agent="weather", prompt="Weather in Paris?"), wait=True
+        )
+        assert created.status_code == 201, created.content
+        session_id = created.parsed.session_id
+        [pending] = created.parsed.pending
+        completed = api["complete_call"].sync_detailed(
+            pending.continuation_token, client=client, body=models.Continuation(result="sunny, 24°C"), wait=True
+        )
+        assert completed.status_code == 200, completed.content
+        assert completed.parsed.status.value == "idle"
+
+        posted = api["post_message"].sync_detailed(
+            session_id, client=client, body=models.Message(prompt="And tomorrow?"), wait=True
+        )
+        assert posted.status_code == 200, posted.content
+        assert posted.parsed.status.value == "idle"
+
+        listed = api["list_sessions"].sync_detailed(client=client, agent="weather", limit=10)
+        assert listed.status_code == 200, listed.content
+        assert str(session_id) in [str(row.session_id) for row in listed.parsed.sessions]
+
+        # the event stream never ends: its first frame, the snapshot, is read through the client's
+        # own connection (the generated function would wait for a whole answer)
+        with client.get_httpx_client().stream("GET", f"/v1/sessions/{session_id}/events") as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            frame: list[str] = []
+            for line in stream.iter_lines():
+                if not line and frame:
+                    break
+                frame.append(line)
+        assert frame[0] == "event: snapshot", frame
+        snapshot = json.loads(frame[1].removeprefix("data: "))
+        assert snapshot["session_id"] == str(session_id) and snapshot["status"] == "idle"

@@ -75,6 +75,22 @@ def add_global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None
         help="LLM API keys file; env AGENTS_API_KEYS; default <config dir>/secret-keys",
     )
     parser.add_argument(
+        "--model-url",
+        action="append",
+        default=default([]),
+        metavar="FROM=TO",
+        help="an agent whose modelUrl is FROM calls TO, its file unchanged (repeatable); env AGENTS_MODEL_URLS,"
+        " entries separated by spaces",
+    )
+    parser.add_argument(
+        "--api-key-id",
+        action="append",
+        default=default([]),
+        metavar="FROM=TO",
+        help="an agent whose apiKeyId is FROM uses the keys file's TO (empty: no key) (repeatable);"
+        " env AGENTS_API_KEY_IDS",
+    )
+    parser.add_argument(
         "--db",
         default=default(None),
         metavar="FILE|URL",
@@ -204,6 +220,28 @@ def apply_agent_flags(args: argparse.Namespace, *, first_only: bool = False) -> 
         os.environ["AGENTS_OWNER_API_KEYS"] = os.pathsep.join(entries)
     if args.db:
         os.environ["DATABASE_URL"] = db_url(args.db)
+    apply_endpoint_flags(args)
+
+
+def apply_endpoint_flags(args: argparse.Namespace) -> None:
+    """``--model-url`` and ``--api-key-id`` into ``AGENTS_MODEL_URLS`` and ``AGENTS_API_KEY_IDS``
+    (flags replace the variable), then both maps checked (docs/cli.md §2.3.2).
+
+    Raises:
+        CliError: exit code 2 naming a bad entry.
+    """
+    from agentfiles.endpoints import EndpointMapError, check_maps, parse_map
+
+    try:
+        for flag, variable in (("model_url", "AGENTS_MODEL_URLS"), ("api_key_id", "AGENTS_API_KEY_IDS")):
+            entries = getattr(args, flag, None)
+            if entries:
+                # checked here first, so that the message names the flag rather than the variable
+                parse_map(entries, f"--{flag.replace('_', '-')}", urls=flag == "model_url")
+                os.environ[variable] = " ".join(entries)
+        check_maps()
+    except EndpointMapError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
 
 
 def setup_django(command: str) -> None:

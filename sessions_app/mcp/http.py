@@ -43,6 +43,7 @@ from rest_framework.request import Request
 from agents_app.registry import get_registry
 from foundation.api import ApiViewSet, error_responses
 from foundation.auth import Principal, caller
+from foundation.openapi import required_body
 from sessions_app.mcp.asks import AskOutcome, ask_agent
 from sessions_app.mcp.protocol import LATEST_VERSION, PROTOCOL_VERSIONS, AgentTool, build_server
 
@@ -157,6 +158,9 @@ def _decode(item: Any) -> Any:
         return types.jsonrpc_message_adapter.validate_python(item, by_name=False)
     except ValidationError:
         return item if isinstance(item, dict) else {}
+
+
+required_body("mcp")
 
 
 class McpViewSet(ApiViewSet):
