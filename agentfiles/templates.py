@@ -18,6 +18,7 @@ Plain Python: no Django, no models.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -89,8 +90,14 @@ def read_libraries(directories: Sequence[Path]) -> dict[str, Any]:
                 problems.extend(error.problems)
     if problems:
         raise TemplateError(problems)
-    libraries.setdefault(BUILTIN_LIBRARY, _parse(_BUILTIN_SOURCE, _BUILTIN_SOURCE.read_text(encoding="utf-8")))
+    libraries.setdefault(BUILTIN_LIBRARY, _builtin_library())
     return libraries
+
+
+@functools.cache
+def _builtin_library() -> Any:
+    # parsed once per process: it is the same file for every load, and parsing it takes a while
+    return _parse(_BUILTIN_SOURCE, _BUILTIN_SOURCE.read_text(encoding="utf-8"))
 
 
 def project_libraries() -> dict[str, Any]:

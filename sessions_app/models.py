@@ -19,6 +19,7 @@ from django.db import models
 
 from agentfiles.document import pending_calls
 from agentfiles.document_shape import header_problem, turn_problem
+from agentfiles.session_text import FileLayout, session_text
 from agentfiles.usage import document_totals
 from foundation.common import TextJSONField, dump_json_text
 from foundation.errors import UnreadableSession
@@ -108,6 +109,9 @@ class Session(models.Model):
     # the session document without its turns (they are Turn rows), its keys in their order
     header_json = models.TextField()
     turn_count = models.IntegerField(default=0)
+    # how the session file it was imported from was laid out (agentfiles.session_text.FileLayout),
+    # so that its export gives the same bytes back; null for agents-exe's own layout
+    file_layout = TextJSONField(null=True, blank=True)
     # not a column: the session token a create request made, set on the instance its answer
     # renders (shown that once, docs/api.md §10.5); absent on every other instance
     session_token: str
@@ -152,8 +156,14 @@ class Session(models.Model):
         return document_totals(self.parsed_document())
 
     def document_text(self) -> str:
-        """The session document as agents-exe session files hold it (JSON text)."""
+        """The session document as the store keeps it (ASCII JSON text; not a session file: that is
+        :meth:`session_file_text`)."""
         return dump_json_text(self.parsed_document())
+
+    def session_file_text(self) -> str:
+        """The session file of this version, as agents-exe writes it, in the layout of the file it was
+        imported from (docs/sessions.md §1.12)."""
+        return session_text(self.parsed_document(), FileLayout.from_json(self.file_layout))
 
     @property
     def pending_calls(self) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from django.db import transaction
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import viewsets
@@ -251,13 +252,14 @@ class SessionViewSet(ApiViewSet):
         responses={200: SESSION_DOCUMENT_REF, **error_responses(403, 404, 422)},
     )
     @action(detail=True, methods=["get"])
-    def export(self, request: Request, session_id: str) -> Response:
-        """The session as an agents-exe session file: its document, as is (docs/api.md §7.16); with
-        ``usage=true`` plus its totals under ``usage``, a key agents-exe skips (docs/sessions.md §1.11)."""
+    def export(self, request: Request, session_id: str) -> HttpResponse | Response:
+        """The session as an agents-exe session file: the bytes agents-exe writes, in the layout of the
+        file it was imported from (docs/api.md §7.16, docs/sessions.md §1.12); with ``usage=true``
+        the document plus its totals under ``usage``, a key agents-exe skips (docs/sessions.md §1.11)."""
         session = _found(session_id)
         if query_bool(request, "usage"):
             return Response({**session.parsed_document(), "usage": session.usage_totals})
-        return Response(session.parsed_document())
+        return HttpResponse(session.session_file_text().encode("utf-8"), content_type="application/json")
 
     @extend_schema(
         operation_id="getSession",

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentfiles.session_text import AGENTS_EXE, parse_session_text
 from devtools.mockllm import MockLlmServer
 from tests.harness import FIXTURES, Server
 from tests.test_cli_run import SCRIPT, deferring_agent, exe
@@ -95,6 +96,9 @@ def test_every_session_file_imports_and_exports_unchanged_over_http_and_the_comm
         exported = server.client.get(f"/v1/sessions/{original['sessionId']}/export")
         assert exported.status_code == 200
         assert exported.json() == original, path.name
+        # a posted body has no layout of its own: agents-exe's compact files come back byte for byte
+        if parse_session_text(path.read_text())[1] == AGENTS_EXE:
+            assert exported.content == path.read_bytes(), path.name
 
     # the same files through the command line, into another database
     db = ["--db", str(tmp_path / "cli.db")]
@@ -105,7 +109,7 @@ def test_every_session_file_imports_and_exports_unchanged_over_http_and_the_comm
         out = tmp_path / "out.json"
         exported = exe(tmp_path, *db, "session", "export", sid, "--output", str(out))
         assert exported.returncode == 0, exported.stderr
-        assert json.loads(out.read_text()) == json.loads(path.read_text())
+        assert out.read_bytes() == path.read_bytes(), path.name
 
     # refusals: unknown agent, a second import, a document this server cannot read, unknown sessions
     original = json.loads(SESSION_FILES[0].read_text())

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agentfiles.session_text import AGENTS_EXE, FileLayout, parse_session_text, session_text
 from agentsite.cli.common import EXIT_AGENT, CliError, open_database, project_config
 from agentsite.cli.prompt import add_prompt_flags, assemble_prompt, read_media
 
@@ -107,15 +108,11 @@ def paused_report(session: Any) -> dict[str, Any]:
     }
 
 
-def session_file_text(document: dict[str, Any]) -> str:
-    """A session document as agents-exe writes its session files: sorted keys, two-space indent."""
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def write_session_file(path: Path, document: dict[str, Any]) -> None:
-    """Write a session file atomically (a temporary file renamed over it)."""
+def write_session_file(path: Path, document: dict[str, Any], layout: FileLayout = AGENTS_EXE) -> None:
+    """Write a session file atomically (a temporary file renamed over it), as agents-exe writes it
+    (``agentfiles.session_text``: compact by default, or the layout of the file it continues)."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    temporary.write_text(session_file_text(document), encoding="utf-8")
+    temporary.write_bytes(session_text(document, layout).encode("utf-8"))
     temporary.replace(path)
 
 
@@ -125,13 +122,22 @@ def read_session_file(path: Path) -> dict[str, Any]:
     Raises:
         CliError: the file cannot be read or is not a JSON object.
     """
+    return read_session_text(path)[0]
+
+
+def read_session_text(path: Path) -> tuple[dict[str, Any], FileLayout]:
+    """A session file's JSON object and how its text is laid out (docs/sessions.md §1.12).
+
+    Raises:
+        CliError: the file cannot be read or is not a JSON object.
+    """
     try:
-        document = json.loads(path.read_text(encoding="utf-8-sig"))
+        document, layout = parse_session_text(path.read_bytes().decode("utf-8-sig"))
     except (OSError, ValueError) as error:
         raise CliError(f"{path}: {error}") from error
     if not isinstance(document, dict):
         raise CliError(f"{path}: not a session document (a JSON object)")
-    return document
+    return document, layout
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -141,7 +147,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     prompt = assemble_prompt(args, project_config())
     media = read_media(args.media)
     session_file = Path(args.session_file) if args.session_file else None
-    existing = read_session_file(session_file) if session_file is not None and session_file.exists() else None
+    existing, layout = (
+        read_session_text(session_file) if session_file is not None and session_file.exists() else (None, AGENTS_EXE)
+    )
     worker = open_database(args, "run", first_only=True)
     from agentfiles import document as doc
     from foundation.errors import ApiError
@@ -152,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     mode = Session.RunMode.UNTIL_BLOCKED
     try:
         if existing is not None:
-            session = sessions.session_from_file(document=existing, agent_slug=slug)
+            session = sessions.session_from_file(document=existing, agent_slug=slug, layout=layout)
             session = sessions.message_post(
                 session_id=session.pk, prompt=prompt, media=doc.media_from_api(media), run=mode
             )
@@ -165,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     session = wait_until_settled(session.pk, worker, progress=sys.stderr.isatty())
     document = session.document
     if session_file is not None:
-        write_session_file(session_file, document)
+        write_session_file(session_file, document, layout)
     if session.status == "failed":
         raise CliError(f"the run failed: {session.status_detail}")
     if session.pending_calls:

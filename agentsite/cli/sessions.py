@@ -22,7 +22,7 @@ from agentsite.cli.common import (
     project_config,
 )
 from agentsite.cli.prompt import add_prompt_flags, assemble_prompt, read_media
-from agentsite.cli.run import read_session_file, session_file_text, the_agent_slug, wait_until_stopped
+from agentsite.cli.run import read_session_text, the_agent_slug, wait_until_stopped
 
 
 def _session_id(value: str) -> uuid.UUID:
@@ -164,7 +164,7 @@ def cmd_run_isolated(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Store a session file as a session of the database; print its id."""
-    document = read_session_file(Path(args.file))
+    document, layout = read_session_text(Path(args.file))
     slug = args.agent
     if slug is None:
         from agentfiles.loader import AgentLoadError, load_agent_tree
@@ -179,22 +179,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     open_store(args, "session import")
     from sessions_app.services import sessions
 
-    session = _api(sessions.session_import, document=document, agent_slug=slug, owner=args.owner)
+    session = _api(sessions.session_import, document=document, agent_slug=slug, owner=args.owner, layout=layout)
     print(session.pk)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the session's agents-exe document to stdout (or ``--output``)."""
+    """Write the session as an agents-exe session file to stdout (or ``--output``): the bytes of the
+    file it was imported from while it has not changed (docs/sessions.md §1.12)."""
     open_store(args, "session export")
     from sessions_app import selectors
 
     session = _api(selectors.session_get, session_id=_session_id(args.session_id))
-    text = session_file_text(session.document)
+    data = session.session_file_text().encode("utf-8")
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        Path(args.output).write_bytes(data)
     else:
-        sys.stdout.write(text)
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
     return 0
 
 

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 
 from agentfiles import document as doc
 from agentfiles.document_shape import document_problem
+from agentfiles.session_text import FileLayout, document_layout
 from agents_app.registry import get_registry
 from agents_app.runtime import runtime_agent
 from foundation.errors import (
@@ -128,7 +129,12 @@ def _readable_session_id(document: Any) -> uuid.UUID:
 
 
 def session_import(
-    *, document: Any, agent_slug: str, owner: str | None = None, require_agent: bool = False
+    *,
+    document: Any,
+    agent_slug: str,
+    owner: str | None = None,
+    require_agent: bool = False,
+    layout: FileLayout | None = None,
 ) -> Session:
     """Store a session document written by agents-exe as a new session of ``agent_slug``.
 
@@ -136,7 +142,9 @@ def session_import(
     status is the one its turns imply, and its deferred calls get their continuations, so that
     it goes on as if this server had written it (``agents session import``, ``POST
     /v1/sessions/import``). The agent need not be loaded now (it must be when the session runs),
-    unless ``require_agent``.
+    unless ``require_agent``. ``layout`` is how the file was laid out (``agentfiles.session_text``),
+    kept for its export (docs/sessions.md §1.12); without it, the document's own: compact, its keys
+    sorted if they came sorted.
 
     Raises:
         ApiError: 404 ``unknown_agent`` with ``require_agent`` and no such root agent.
@@ -153,7 +161,12 @@ def session_import(
             # the primary key decides, so that two imports of one file at once cannot both store it
             with transaction.atomic():
                 session = insert_session(
-                    document, id=session_id, agent_slug=agent_slug, owner=owner, status=doc.status_of(document)
+                    document,
+                    id=session_id,
+                    agent_slug=agent_slug,
+                    owner=owner,
+                    status=doc.status_of(document),
+                    file_layout=(layout or document_layout(document)).to_json(),
                 )
         except IntegrityError:
             raise Conflict(f"session {session_id} exists already") from None
@@ -161,7 +174,9 @@ def session_import(
     return session
 
 
-def session_from_file(*, document: Any, agent_slug: str, owner: str | None = None) -> Session:
+def session_from_file(
+    *, document: Any, agent_slug: str, owner: str | None = None, layout: FileLayout | None = None
+) -> Session:
     """The session of a session file (``agents run --session-file``, docs/cli.md §3.1): imported
     when this database does not have it yet (:func:`session_import`), else brought to the file's
     document when the two differ (the file is what the user kept: it wins).
@@ -174,7 +189,7 @@ def session_from_file(*, document: Any, agent_slug: str, owner: str | None = Non
     session_id = _readable_session_id(document)
     with transaction.atomic():
         if not Session.objects.filter(pk=session_id).exists():
-            return session_import(document=document, agent_slug=agent_slug, owner=owner)
+            return session_import(document=document, agent_slug=agent_slug, owner=owner, layout=layout)
         session = lock_session(session_id)
         stored = session.document
         if stored == document:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agentfiles.session_text import parse_session_text
 from foundation.errors import ApiError
 from sessions_app.services.sessions import session_import
 
@@ -26,11 +26,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["file"])
         try:
-            document = json.loads(path.read_text(encoding="utf-8-sig"))
+            # the layout is kept so that the export gives the file's bytes back (docs/sessions.md §1.11)
+            document, layout = parse_session_text(path.read_bytes().decode("utf-8-sig"))
         except (OSError, ValueError) as error:
             raise CommandError(f"{path}: {error}") from error
         try:
-            session = session_import(document=document, agent_slug=options["agent"], owner=options["owner"])
+            session = session_import(
+                document=document, agent_slug=options["agent"], owner=options["owner"], layout=layout
+            )
         except ApiError as error:
             raise CommandError(f"{path}: {error.message}") from error
         self.stdout.write(f"{session.pk} {session.status}")
