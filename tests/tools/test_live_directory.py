@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import write_tool
+from tools_app.bash import live
 from tools_app.bash.live import LiveBashDirectory
 from tools_app.toolset import ToolBuildError, build_toolset
 
@@ -109,18 +110,25 @@ def test_a_missing_directory_has_no_tools_until_it_appears(tmp_path) -> None:
     assert _names(box) == ["bash_one"]
 
 
-def test_the_toolset_offers_directory_scripts_first_and_keeps_names_apart(tmp_path) -> None:
+def test_the_toolset_offers_directory_scripts_first_and_keeps_names_apart(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(live, "CHECK_INTERVAL", 0.0)  # every read looks
     tools, counter = tmp_path / "tools", tmp_path / "describes"
     _tool(tools, "one", "first", counter)
-    toolset = build_toolset(make_agent(tmp_path, toolDirectory="tools"))
+    toolset = build_toolset(make_agent(tmp_path, toolDirectory="tools", externalTools=[
+        {"name": "ask_human", "description": "asks", "parameters": {"type": "object", "properties": {}}}]))
     extended = toolset.with_extra_tools([EchoTool("io_prompt_agent_helper")])
-    assert extended.names() == ["io_prompt_agent_helper", "bash_one"]
+    assert extended.names() == ["io_prompt_agent_helper", "bash_one", "ask_human"]
+    # dropped in after the build: offered in the place of bash tools, after the helpers
+    _tool(tools, "two", "second", counter)
+    assert extended.names() == ["io_prompt_agent_helper", "bash_one", "bash_two", "ask_human"]
+    (tools / "one").unlink()
+    assert extended.names() == ["io_prompt_agent_helper", "bash_two", "ask_human"]
     # a helper may not take a directory script's name
-    with pytest.raises(ToolBuildError, match="duplicate tool name bash_one"):
-        toolset.with_extra_tools([EchoTool("bash_one")])
+    with pytest.raises(ToolBuildError, match="duplicate tool name bash_two"):
+        toolset.with_extra_tools([EchoTool("bash_two")])
     # two slugs that normalize alike get distinct wire names, and the rename is a warning
     for name, slug in (("a", "read.file"), ("b", "read_file")):
         write_tool(tools, name, {"slug": slug, "description": slug, "args": []}, "echo hi")
     renamed = build_toolset(make_agent(tmp_path, toolDirectory="tools"))
-    assert renamed.names() == ["bash_read_file_2", "bash_read_file", "bash_one"]
+    assert renamed.names() == ["bash_read_file_2", "bash_read_file", "bash_two"]
     assert [w for w in renamed.warnings if "exposed as bash_read_file_2" in w]

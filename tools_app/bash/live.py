@@ -54,7 +54,7 @@ class LiveBashDirectory:
         directory: the directory (resolved against the agent file's directory by the caller).
         where: the label of its warnings (``"toolDirectory"``).
         agent: the agent's slug, for log lines.
-        interval: seconds between two looks (:data:`CHECK_INTERVAL`).
+        interval: seconds between two looks (``None``: :data:`CHECK_INTERVAL`).
         clock: monotonic seconds (tests of the rule pass their own).
         timeout: seconds one ``describe`` may take.
 
@@ -69,14 +69,14 @@ class LiveBashDirectory:
         where: str,
         agent: str,
         *,
-        interval: float = CHECK_INTERVAL,
+        interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         timeout: float = DESCRIBE_TIMEOUT,
     ) -> None:
         self.directory = Path(directory)
         self.where = where
         self.agent = agent
-        self._interval = interval
+        self._interval = CHECK_INTERVAL if interval is None else interval
         self._clock = clock
         self._timeout = timeout
         self._lock = threading.Lock()
