@@ -2,7 +2,9 @@
 
 Building an agent runs every bash tool's ``describe``, so the result is cached per slug: for the
 life of the process for a file agent (agent files are not reloaded while serving), until a newer
-version of it or of one of its helpers is stored for a stored agent.
+version of it or of one of its helpers is stored for a stored agent. The cached agent's
+``toolDirectory`` stays live (``tools_app.bash.live``, docs/tools.md §3.9): every step reads its
+current tools.
 """
 
 from __future__ import annotations

@@ -26,11 +26,13 @@ time their server's list is taken in.
 
 Sub-agent tools (``io_prompt_agent_<slug>``) and other in-process tools are not built here: the
 session engine builds them and adds them with :meth:`ToolSet.with_extra_tools`, which applies the
-same naming and duplicate rules. Nothing is cached; each call runs every ``describe`` again.
+same naming and duplicate rules. Nothing is cached between builds; each build runs every ``describe``
+again.
 
-MCP servers are *live* toolboxes: their tool lists can change while the agent is loaded. A
-toolset keeps them in ``live`` and takes in their current lists whenever it is read, so the
-model's next request offers the new tools.
+MCP servers and the ``toolDirectory`` are *live* toolboxes: their tool lists can change while the
+agent is loaded. A toolset keeps them in ``live`` (after its other tools) and ``leading`` (before
+them: the directory's scripts keep the place bash tools always had) and takes in their current
+lists whenever it is read, so the model's next request offers the new tools (docs/tools.md §3.9).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from foundation.redaction import redact_urls
 
 from .activation import HistorySource, meta_tools, open_gates
 from .base import Tool, VisibleParams
+from .bash.live import LiveBashDirectory
 from .bash.loading import BashToolLoadError, load_bash_directory, load_single_tool
 from .bash.protocol import DescribeError
 from .bash.tool import BashTool
@@ -78,7 +81,8 @@ class _AgentLike(Protocol):
 
 
 class LiveToolbox(Protocol):
-    """A toolbox whose tools can change while the agent is loaded (an MCP server)."""
+    """A toolbox whose tools can change while the agent is loaded (an MCP server, a
+    ``toolDirectory``: ``tools_app.bash.live``)."""
 
     def snapshot(self) -> tuple[Hashable, Sequence[Tool]]:
         """``(revision, tools)``: the current tools, and a value that changes when they do."""
@@ -104,7 +108,9 @@ class ToolSet:
         warnings: non-fatal load problems, one line each (shown by ``check`` and in logs).
         notices: remarks on bindings (a bound argument named in its tool's description, a binding
             that MCP tools may match later): warnings even for ``check``, which fails on the others.
-        live: toolboxes whose tools can change (MCP servers).
+        live: toolboxes whose tools can change, listed after the others (MCP servers).
+        leading: toolboxes whose tools can change, listed before the others but after the tools
+            :meth:`with_extra_tools` prepends (the ``toolDirectory``).
         binder: applies the agent's bindings to the live toolboxes' tools as they are taken in.
         initial_gates: the gates open before any call (``autoEnableSkills``; ``tools_app.activation``).
 
@@ -120,6 +126,7 @@ class ToolSet:
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     live: list[LiveToolbox] = field(default_factory=list)
+    leading: list[LiveToolbox] = field(default_factory=list)
     binder: Callable[[list[Tool]], list[Tool]] | None = None
     initial_gates: frozenset[str] = frozenset()
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
@@ -143,6 +150,9 @@ class ToolSet:
         self._static = list(self.tools)
         self._static_by_name = dict(self._by_name)
         self._static_names = self._names.copy()
+        #: where the leading toolboxes' tools go in the static list
+        self._lead_at = 0
+        self._lead: list[Tool] = []
         self._revisions: tuple[Hashable, ...] | None = None
         self._refresh_lock = threading.Lock()
         self.refresh()
@@ -153,18 +163,20 @@ class ToolSet:
         A live tool whose wire name another tool has is left out, and logged as
         ``tools.name_clash``.
         """
-        if not self.live:
+        boxes = [*self.leading, *self.live]
+        if not boxes:
             return
-        snapshots = [box.snapshot() for box in self.live]
+        snapshots = [box.snapshot() for box in boxes]
         revisions = tuple(revision for revision, _ in snapshots)
         with self._refresh_lock:
             if revisions == self._revisions:
                 return
-            tools = list(self._static)
             by_name = dict(self._static_by_name)
             names = self._static_names.copy()
+            taken: list[list[Tool]] = []
             for _, listed in snapshots:
                 live_tools = self.binder(list(listed)) if self.binder is not None else listed
+                kept: list[Tool] = []
                 for tool in live_tools:
                     try:
                         if tool.name in by_name:
@@ -174,8 +186,13 @@ class ToolSet:
                         log.warning("tool left out", extra={"kind": "tools.name_clash", "reason": str(error)})
                         continue
                     by_name[tool.name] = tool
-                    tools.append(tool)
+                    kept.append(tool)
+                taken.append(kept)
+            lead = [tool for kept in taken[: len(self.leading)] for tool in kept]
+            tail = [tool for kept in taken[len(self.leading) :] for tool in kept]
+            tools = [*self._static[: self._lead_at], *lead, *self._static[self._lead_at :], *tail]
             self._by_name, self._names, self.tools, self._revisions = by_name, names, tools, revisions
+            self._lead = lead
 
     def get(self, wire_name: str) -> Tool | None:
         """The tool the LLM called by ``wire_name``, ``None`` when there is none."""
@@ -242,13 +259,16 @@ class ToolSet:
             ToolBuildError: an extra tool has the same name as a tool already present (or as
                 another extra tool).
         """
+        self.refresh()
         names = self._static_names.copy()
         problems: list[str] = []
         warnings = list(self.warnings)
         added: list[Tool] = []
+        # the toolDirectory's scripts as they are now: a helper may not take a name one has
+        lead = {name for tool in self._lead for name in (tool.name, tool.original_name)}
         for tool in extra:
             original = tool.original_name
-            if names.normalized(original) is not None or original in names:
+            if names.normalized(original) is not None or original in names or original in lead:
                 problems.append(f"duplicate tool name {original}")
                 continue
             wire = names.add(original)
@@ -264,6 +284,8 @@ class ToolSet:
         # Renamed copies no longer know their original name; keep the map that does.
         result._names = result._static_names = names
         result.live = list(self.live)
+        result.leading = list(self.leading)
+        result._lead_at = self._lead_at + (len(added) if prepend else 0)
         result.binder = self.binder
         result.refresh()
         return result
@@ -300,12 +322,19 @@ def build_toolset(
     warnings: list[str] = []
     loaded: list[tuple[str, BashTool]] = []  # (where it came from, tool)
 
+    leading: list[LiveBashDirectory] = []
     if spec.toolDirectory:
         directory = agent.resolve(spec.toolDirectory)
+        # live: scripts dropped in, changed or removed later are taken in (docs/tools.md §3.9)
+        tool_directory = LiveBashDirectory(directory, "toolDirectory", spec.slug)
+        leading.append(tool_directory)
         if directory.is_dir():
-            found_tools, found_warnings = load_bash_directory(directory)
-            loaded.extend(("toolDirectory", tool) for tool in found_tools)
-            warnings.extend(f"toolDirectory: {w}" for w in found_warnings)
+            warnings.extend(f"toolDirectory: {w}" for w in tool_directory.load())
+            for script in tool_directory.snapshot()[1]:
+                loaded.append(("toolDirectory", script))
+                if script.name != script.original_name:
+                    warnings.append(f"{script.path}: tool name {script.original_name} is not accepted by LLM APIs; "
+                                    f"exposed as {script.name}")
         else:
             warnings.append(f"toolDirectory: {directory}: directory not found; no tools loaded from it")
 
@@ -347,7 +376,8 @@ def build_toolset(
             )
             continue
         first_seen[bash_tool.original_name] = (where, bash_tool)
-        unique.append(bash_tool)
+        if where != "toolDirectory":
+            unique.append(bash_tool)
 
     builtin, builtin_warnings, builtin_problems = build_builtin_tools(agent)
     warnings.extend(builtin_warnings)
@@ -384,11 +414,12 @@ def build_toolset(
         tool.name = wire
     origins = {id(tool): where for where, tool in loaded}
     notices: list[str] = list(http_notices)
-    tools, binder = _bind(spec, tools, origins, live, problems, notices)
+    tools, binder = _bind(spec, tools, origins, leading, live, problems, notices)
     if problems:
         raise ToolBuildError(problems)
     return ToolSet(
-        tools=tools, warnings=warnings, notices=notices, live=list(live), binder=binder, initial_gates=initial_gates
+        tools=tools, warnings=warnings, notices=notices, live=list(live), leading=list(leading), binder=binder,
+        initial_gates=initial_gates,
     )
 
 
@@ -396,12 +427,14 @@ def _bind(
     spec: AgentSpec,
     tools: list[Tool],
     origins: dict[int, str],
+    leading: list[LiveBashDirectory],
     live: list[McpToolbox],
     problems: list[str],
     notices: list[str],
 ) -> tuple[list[Tool], Callable[[list[Tool]], list[Tool]] | None]:
-    """Apply the bash toolboxes' ``Bindings``, then the agent's ``bindings`` (checked against the MCP
-    servers' tools as listed now too); return the tools and the binder of live tools."""
+    """Apply the bash toolboxes' ``Bindings``, then the agent's ``bindings`` (checked against the
+    ``toolDirectory``'s and the MCP servers' tools as listed now too); return the tools and the
+    binder of live tools."""
     decls = {decl.name: decl for decl in spec.parameters}
     report = BindReport()
     for index, box in enumerate(spec.bashToolboxes):
@@ -419,13 +452,14 @@ def _bind(
     agent_bindings = [(f"bindings[{i}]", b) for i, b in enumerate(spec.bindings)]
     binder = None
     if agent_bindings:
-        listed = [tool for box in live for tool in box.snapshot()[1]]
+        boxes: list[LiveToolbox] = [*leading, *live]
+        listed = [tool for box in boxes for tool in box.snapshot()[1]]
         checked = bind_tools(
             [*tools, *listed], agent_bindings, decls, name_of=lambda tool: tool.name, report=report,
             unmatched_is_warning=bool(live),
         )
         tools = checked[: len(tools)]
-        binder = _live_binder(spec.slug, agent_bindings, decls) if live else None
+        binder = _live_binder(spec.slug, agent_bindings, decls) if live or leading else None
     problems.extend(report.problems)
     notices.extend(report.warnings)
     return tools, binder
@@ -434,7 +468,7 @@ def _bind(
 def _live_binder(
     slug: str, bindings: list[tuple[str, Any]], decls: dict[str, Any]
 ) -> Callable[[list[Tool]], list[Tool]]:
-    """Binds an MCP server's tools each time its list is taken in; problems are logged, never fatal."""
+    """Binds a live toolbox's tools each time its list is taken in; problems are logged, never fatal."""
 
     def bind(listed: list[Tool]) -> list[Tool]:
         report = BindReport()
