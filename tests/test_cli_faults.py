@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import PROCESS_TIMEOUT, ROOT, Server, base_env, write_agent, write_tool
+from tests.harness import FIXTURES, PROCESS_TIMEOUT, ROOT, Server, base_env, write_agent, write_tool
 from tests.test_real_agent_files import _checkout
 
 # every test here runs the agents command line as a process
@@ -20,11 +21,11 @@ pytestmark = pytest.mark.integration
 
 
 def agents(cwd: Path, *argv: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """``agents ARGV`` run in ``cwd`` (the working tree is on PYTHONPATH, never the cwd)."""
+    """``agents ARGV`` run in ``cwd`` (the working tree on PYTHONPATH), with a user's log level."""
     return subprocess.run(
         [sys.executable, "-m", "agentsite.cli", *argv],
         cwd=cwd,
-        env=base_env(PYTHONPATH=str(ROOT), **env),
+        env=base_env(PYTHONPATH=str(ROOT), **{"AGENTS_LOG_LEVEL": "WARNING", **env}),
         input=stdin,
         capture_output=True,
         text=True,
@@ -78,3 +79,21 @@ def test_check_skips_a_tool_whose_describe_fails_warns_once_and_counts_what_the_
     assert offered["first"] == ["io_prompt_agent_helper", "describe_agent", "derive_agent", "bash_good"]
     for slug in ("first", "second"):
         assert counts[slug].endswith(f"({len(offered[slug])} tools)"), result.stdout
+
+
+def test_session_import_refuses_an_unknown_agent_and_stores_nothing(tmp_path: Path) -> None:
+    session_file = sorted((FIXTURES / "sessions").glob("*.json"))[0]
+    agent = write_agent(tmp_path, "known", "http://127.0.0.1:9/v1")
+    db = str(tmp_path / "s.db")
+    refused = agents(tmp_path, "--db", db, "--agent-file", str(agent), "session", "import", str(session_file),
+                     "--agent", "nope")
+    assert (refused.returncode, refused.stdout) == (4, ""), refused.stderr
+    assert refused.stderr == "agents session: unknown_agent: no agent 'nope'\n"
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT count(*) FROM sessions_app_session").fetchone() == (0,)
+    # the root of an agent file is known; --agent does not narrow the files to look in
+    imported = agents(tmp_path, "--db", db, "--agent-file", str(agent), "session", "import", str(session_file),
+                      "--agent", "known")
+    assert imported.returncode == 0, imported.stderr
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT agent_slug FROM sessions_app_session").fetchall() == [("known",)]
