@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -97,3 +98,20 @@ def test_session_import_refuses_an_unknown_agent_and_stores_nothing(tmp_path: Pa
     assert imported.returncode == 0, imported.stderr
     with sqlite3.connect(db) as connection:
         assert connection.execute("SELECT agent_slug FROM sessions_app_session").fetchall() == [("known",)]
+
+
+def test_through_the_socket_any_host_is_answered_and_over_tcp_only_the_allowed_ones(
+    tmp_path: Path, start_server: Callable[..., Server]
+) -> None:
+    path = tmp_path / "agents.sock"
+    server = start_server([write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")], extra_args=["--socket", str(path)])
+    for url in ("http://x/healthz", "http://evil.example:8080/v1/agents"):
+        done = subprocess.run(
+            ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(path), url],
+            capture_output=True, text=True, timeout=60, check=True,
+        )
+        body, _, status = done.stdout.rpartition("\n")
+        assert status == "200", (url, body)
+    assert json.loads(body)[0]["slug"] == "plain"
+    refused = server.client.get("/v1/agents", headers={"Host": "x"})
+    assert (refused.status_code, refused.json()["error"]) == (400, "bad_request")
