@@ -115,3 +115,22 @@ def test_through_the_socket_any_host_is_answered_and_over_tcp_only_the_allowed_o
     assert json.loads(body)[0]["slug"] == "plain"
     refused = server.client.get("/v1/agents", headers={"Host": "x"})
     assert (refused.status_code, refused.json()["error"]) == (400, "bad_request")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["session", "pending", "8b95994d-0fd8-41e3-b5b4-fa2dce5366d2"],
+        ["session", "export", "8b95994d-0fd8-41e3-b5b4-fa2dce5366d2"],
+        ["serve", "--port", "0"],
+    ],
+    ids=["pending", "export", "serve"],
+)
+def test_a_database_in_a_missing_directory_creates_nothing_and_is_named(tmp_path: Path, argv: list[str]) -> None:
+    agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1")
+    result = agents(tmp_path, "--db", "missing/dir/x.db", "--agent-file", str(agent), *argv)
+    database = tmp_path / "missing" / "dir" / "x.db"
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.endswith(f"cannot open the database {database}: its directory does not exist\n")
+    assert "secret" not in result.stderr
+    assert not (tmp_path / "missing").exists()

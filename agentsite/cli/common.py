@@ -208,13 +208,24 @@ def apply_agent_flags(args: argparse.Namespace, *, first_only: bool = False) -> 
 
 def setup_django(command: str) -> None:
     """Make sure there is a secret key, then start Django; exit 2 with one line on stderr when the
-    configuration is refused (no key with PostgreSQL, a database URL Django cannot use, ...)."""
+    configuration is refused (no key with PostgreSQL, a database URL Django cannot use, a SQLite
+    file in a directory that does not exist: docs/cli.md §2.4, ...)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     import django
     from django.core.exceptions import ImproperlyConfigured
 
     from agentsite.secret_key import ensure_secret_key
+    from foundation.env import database_url, sqlite_file
 
+    # a SQLite database in a directory that does not exist is a typo more often than a wish:
+    # nothing is created for it (neither the directory nor the secret key file beside it)
+    database = sqlite_file(database_url())
+    if database is not None and not database.parent.is_dir():
+        print(
+            f"agents {command}: cannot open the database {database}: its directory does not exist",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     try:
         ensure_secret_key()
         django.setup()
