@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -134,3 +135,46 @@ def test_a_database_in_a_missing_directory_creates_nothing_and_is_named(tmp_path
     assert result.stderr.endswith(f"cannot open the database {database}: its directory does not exist\n")
     assert "secret" not in result.stderr
     assert not (tmp_path / "missing").exists()
+
+
+def _user_env(**extra: str) -> dict[str, str]:
+    """A user's environment: no AGENTS_LOG_LEVEL unless given."""
+    env = base_env(PYTHONPATH=str(ROOT), **extra)
+    if "AGENTS_LOG_LEVEL" not in extra:
+        env.pop("AGENTS_LOG_LEVEL")
+    return env
+
+
+@pytest.mark.parametrize("level", [None, "", " "], ids=["unset", "empty", "blank"])
+def test_one_shot_commands_log_nothing_below_warning_and_an_empty_level_is_the_default(
+    tmp_path: Path, level: str | None
+) -> None:
+    # a write through a SQLite toolbox logs an info line (tools.sqlite_write) in a server
+    sqlite = {"Name": "m", "Description": "m", "Versioning": {"tag": "SqliteReadWrite", "path": "m.db"}}
+    agent = write_agent(tmp_path, "plain", "http://127.0.0.1:9/v1",
+                        builtinToolboxes=[{"tag": "SqliteToolbox", "contents": sqlite}])
+    env = _user_env() if level is None else _user_env(AGENTS_LOG_LEVEL=level)
+    argv = [sys.executable, "-m", "agentsite.cli", "--agent-file", str(agent)]
+    for sql in ("CREATE TABLE t(x)", "INSERT INTO t VALUES (1)"):
+        called = subprocess.run([*argv, "tool-call", "sqlite_m_query"], cwd=tmp_path, env=env,
+                                input=json.dumps({"sql": sql}), capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
+        assert called.returncode == 0, called.stderr
+        assert called.stderr == ""
+    assert json.loads(called.stdout)["content"]["changes"] == 1
+    pending = subprocess.run([*argv, "--db", "s.db", "session", "pending", "8b95994d-0fd8-41e3-b5b4-fa2dce5366d2"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
+    assert pending.returncode == 1
+    assert pending.stderr == "agents session: no session 8b95994d-0fd8-41e3-b5b4-fa2dce5366d2\n"
+
+
+@pytest.mark.parametrize("argv", [["describe"], ["spec", "bash-tools"]], ids=["describe", "spec"])
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path, argv: list[str]) -> None:
+    # the reader is gone before the command writes a byte, as `agents describe | true` leaves it
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run([sys.executable, "-m", "agentsite.cli", *argv], cwd=tmp_path, env=_user_env(),
+                              stdout=writer, stderr=subprocess.PIPE, text=True, timeout=PROCESS_TIMEOUT)
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (141, "")

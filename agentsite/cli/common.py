@@ -206,6 +206,13 @@ def apply_agent_flags(args: argparse.Namespace, *, first_only: bool = False) -> 
         os.environ["DATABASE_URL"] = db_url(args.db)
 
 
+def quiet_logs() -> None:
+    """A one-shot command keeps stderr for what it has to say, not for the server's info logs:
+    ``AGENTS_LOG_LEVEL`` defaults to ``WARNING`` there (unset or empty alike: docs/cli.md §1.2)."""
+    if not os.environ.get("AGENTS_LOG_LEVEL", "").strip():
+        os.environ["AGENTS_LOG_LEVEL"] = "WARNING"
+
+
 def setup_django(command: str) -> None:
     """Make sure there is a secret key, then start Django; exit 2 with one line on stderr when the
     configuration is refused (no key with PostgreSQL, a database URL Django cannot use, a SQLite
@@ -331,8 +338,7 @@ def open_store(args: argparse.Namespace, command: str) -> None:
     """Django on the configured database (``--db``, ``DATABASE_URL``, else ``./agents-server.db``,
     the server's own), migrated, without loading the agents: for the commands that read sessions,
     import them or record results."""
-    # a one-shot command keeps stderr for what it has to say, not for the server's info logs
-    os.environ.setdefault("AGENTS_LOG_LEVEL", "WARNING")
+    quiet_logs()
     if args.db:
         os.environ["DATABASE_URL"] = db_url(args.db)
     setup_django(command)
