@@ -15,7 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs
 from django.urls import path, re_path  # noqa: E402
 
 from foundation.access import WebsocketAccess  # noqa: E402
-from foundation.middleware import StaticFiles  # noqa: E402
+from foundation.middleware import StaticFiles, UnixSocketHost  # noqa: E402
 from sessions_app import hub  # noqa: E402
 from sessions_app.consumers import EventsConsumer, NotFoundConsumer  # noqa: E402
 
@@ -52,4 +52,4 @@ _routes = ProtocolTypeRouter(
         ),
     }
 )
-application = JoinChannelLayer(_routes)
+application = JoinChannelLayer(UnixSocketHost(_routes))

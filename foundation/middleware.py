@@ -164,3 +164,29 @@ class StaticFiles(ASGIStaticFilesHandler):
             return super().serve(request)
         except (SuspiciousOperation, ValueError):
             raise Http404(request.path) from None
+
+
+class UnixSocketHost:
+    """Names a loopback host for every request of the Unix socket (``--socket``, docs/api.md §10.7).
+
+    Nothing but a local process with the socket file's rights can reach a socket, so its Host
+    header guards nothing (``curl --unix-socket s http://x/healthz`` says ``x``), while Django's
+    Host check (``ALLOWED_HOSTS``) would refuse it. TCP requests are left as they are, and keep
+    that check.
+
+    Args:
+        app: the ASGI application it wraps.
+    """
+
+    HOST = b"localhost"
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
+        """Serve one connection with the wrapped application; daphne gives a connection without
+        a network peer (a Unix socket) no ``server`` address."""
+        if scope.get("type") in ("http", "websocket") and scope.get("server") is None:
+            headers = [(name, value) for name, value in scope.get("headers", []) if name.lower() != b"host"]
+            scope = {**scope, "headers": [(b"host", self.HOST), *headers]}
+        return await self.app(scope, receive, send)

@@ -12,7 +12,7 @@ import pytest
 
 from agentfiles.session_text import AGENTS_EXE, parse_session_text
 from devtools.mockllm import MockLlmServer
-from tests.harness import FIXTURES, Server
+from tests.harness import FIXTURES, Server, write_agent
 from tests.test_cli_run import SCRIPT, deferring_agent, exe
 
 SESSION_FILES = sorted((FIXTURES / "sessions").glob("*.json"))
@@ -76,7 +76,9 @@ def test_session_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     no_token = exe(tmp_path, *db, "session", "complete", "8b95994d-0fd8-41e3-b5b4-fa2dce5366d2", "r.txt")
     assert no_token.returncode == 1 and "Traceback" not in no_token.stderr
     (tmp_path / "broken.json").write_text('{"sessionId": "x", "turns": [{"tag": "Nope"}]}')
-    broken = exe(tmp_path, *db, "session", "import", "broken.json", "--agent", "any")
+    # the agent is checked first, as POST /v1/sessions/import checks it
+    any_agent = write_agent(tmp_path, "any", "http://127.0.0.1:9/v1")
+    broken = exe(tmp_path, *db, "--agent-file", str(any_agent), "session", "import", "broken.json", "--agent", "any")
     assert broken.returncode == 1 and "cannot be read" in broken.stderr
     no_agent = exe(tmp_path, *db, "session", "import", str(SESSION_FILES[0]))
     assert no_agent.returncode == 4 and "--agent" in no_agent.stderr

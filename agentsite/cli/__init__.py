@@ -9,10 +9,15 @@ stderr (never a traceback) and exits with the code of docs/cli.md §1.3.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from agentsite.cli import check, files, run, server, sessions, tooling
 from agentsite.cli.common import EXIT_ERROR, CliError, add_global_flags
+
+#: The exit status of a command whose reader closed its stdout (128 + SIGPIPE, as a shell reports
+#: a program that signal stopped): docs/cli.md §1.3.
+EXIT_PIPE = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +58,15 @@ def main(argv: list[str] | None = None) -> int:
         execute_from_command_line(["agents manage", *args.rest])
         return 0
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        # written out here, so that a reader gone away is seen below and not at exit
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # the reader closed the pipe (``agents describe | head -1``): it wants nothing more, and
+        # stdout goes to /dev/null so that the flush at exit has nothing to complain about
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     except CliError as error:
         print(str(error) if str(error).startswith("Error:") else f"agents {args.command}: {error}", file=sys.stderr)
         return error.code

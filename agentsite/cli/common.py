@@ -244,16 +244,34 @@ def apply_endpoint_flags(args: argparse.Namespace) -> None:
         raise CliError(str(error), EXIT_USAGE) from error
 
 
+def quiet_logs() -> None:
+    """A one-shot command keeps stderr for what it has to say, not for the server's info logs:
+    ``AGENTS_LOG_LEVEL`` defaults to ``WARNING`` there (unset or empty alike: docs/cli.md §1.2)."""
+    if not os.environ.get("AGENTS_LOG_LEVEL", "").strip():
+        os.environ["AGENTS_LOG_LEVEL"] = "WARNING"
+
+
 def setup_django(command: str) -> None:
     """Make sure there is a secret key, then start Django; exit 2 with one line on stderr when the
-    configuration is refused (no key with PostgreSQL, a database URL Django cannot use, ...)."""
+    configuration is refused (no key with PostgreSQL, a database URL Django cannot use, a SQLite
+    file in a directory that does not exist: docs/cli.md §2.4, ...)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     import django
     from django.core.exceptions import ImproperlyConfigured
 
     from agentsite.secret_key import ensure_secret_key
     from agentsite.tracing import configure as configure_tracing
+    from foundation.env import database_url, sqlite_file
 
+    # a SQLite database in a directory that does not exist is a typo more often than a wish:
+    # nothing is created for it (neither the directory nor the secret key file beside it)
+    database = sqlite_file(database_url())
+    if database is not None and not database.parent.is_dir():
+        print(
+            f"agents {command}: cannot open the database {database}: its directory does not exist",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     try:
         ensure_secret_key()
         django.setup()
@@ -361,8 +379,7 @@ def open_store(args: argparse.Namespace, command: str) -> None:
     """Django on the configured database (``--db``, ``DATABASE_URL``, else ``./agents-server.db``,
     the server's own), migrated, without loading the agents: for the commands that read sessions,
     import them or record results."""
-    # a one-shot command keeps stderr for what it has to say, not for the server's info logs
-    os.environ.setdefault("AGENTS_LOG_LEVEL", "WARNING")
+    quiet_logs()
     if args.db:
         os.environ["DATABASE_URL"] = db_url(args.db)
     setup_django(command)

@@ -177,11 +177,38 @@ def cmd_import(args: argparse.Namespace) -> int:
         except AgentLoadError as error:
             raise CliError(error.problems[0], EXIT_AGENT) from error
     open_store(args, "session import")
+    from agents_app.registry import AgentRegistry, set_registry
+    from foundation.errors import ApiError, UnknownAgent
     from sessions_app.services import sessions
 
-    session = _api(sessions.session_import, document=document, agent_slug=slug, owner=args.owner, layout=layout)
+    # refused as POST /v1/sessions/import refuses it (unknown_agent): the agent must be one of
+    # the agent files or a stored agent of this database (docs/cli.md §5.2)
+    set_registry(AgentRegistry(_file_trees(args), {}))
+    try:
+        session = sessions.session_import(
+            document=document, agent_slug=slug, owner=args.owner, layout=layout, require_agent=True
+        )
+    except UnknownAgent as error:
+        raise CliError(f"{error.code}: {error.message}", EXIT_AGENT) from error
+    except ApiError as error:
+        raise CliError(error.message) from error
     print(session.pk)
     return 0
+
+
+def _file_trees(args: argparse.Namespace) -> dict[str, Any]:
+    """Root slug -> tree of every agent file the command sees (``--agent`` does not narrow them
+    here: it names the session's agent, which may be a stored one); broken files are left out."""
+    from agentfiles.loader import AgentLoadError, load_agent_tree
+
+    trees: dict[str, Any] = {}
+    for path in agent_files(argparse.Namespace(**{**vars(args), "agent": None})):
+        try:
+            tree = load_agent_tree(path)
+        except AgentLoadError:
+            continue
+        trees.setdefault(tree.root.spec.slug, tree)
+    return trees
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from agentfiles.project_config import CONFIG_FILE_NAME, SECRET_KEYS_NAME, discovered_agent_files
-from agentsite.cli.common import EXIT_AGENT, EXIT_TOOL, CliError, agent_files, keys_file, project_config
+from agentsite.cli.common import (
+    EXIT_AGENT,
+    EXIT_TOOL,
+    CliError,
+    agent_files,
+    keys_file,
+    project_config,
+    quiet_logs,
+)
 
 #: The placeholder ``config api-key create`` writes.
 KEY_PLACEHOLDER = "<insert-your-api-key-here>"
@@ -54,7 +62,9 @@ _TOOL_TEMPLATES = {
 
 
 def _settings_only() -> None:
-    """Django's settings without the database (tool calls read their output cap there)."""
+    """Django's settings without the database (tool calls read their output cap there), with a
+    one-shot command's log level (:func:`quiet_logs`)."""
+    quiet_logs()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     import django
 

@@ -264,7 +264,8 @@ LOGGING = {
     "formatters": {"json": {"()": "foundation.logging.JsonFormatter"}},
     "filters": {"without_traceback": {"()": "foundation.logging.WithoutTraceback"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
-    "root": {"handlers": ["stderr"], "level": env("AGENTS_LOG_LEVEL", default="INFO")},
+    # an empty AGENTS_LOG_LEVEL means the default, as an unset one (docs/cli.md §1.2)
+    "root": {"handlers": ["stderr"], "level": env.str("AGENTS_LOG_LEVEL", default="") or "INFO"},
     "loggers": {
         "django.server": {"level": "WARNING"},
         "django.request": {"level": "ERROR"},
