@@ -102,7 +102,7 @@ def user_turn(
     query: Any,
     tool_responses: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
-    """A full ``UserTurn`` (docs/sessions.md §1.3) with its ``byteUsage`` (§1.11)."""
+    """A full ``UserTurn`` (docs/sessions.md §1.3) with its ``byteUsage`` (docs/sessions.md §1.11)."""
     responses = tool_responses or []
     return {
         "tag": "UserTurn",

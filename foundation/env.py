@@ -23,12 +23,14 @@ WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})  # noqa: S104 - recogn
 
 #: The server's own configuration, by prefix: ours (``AGENTS_``), Django's and Celery's, the
 #: ``openai`` SDK's (it reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ...) and libpq's (``PGPASSWORD``,
-#: ``PGHOST``, ... which psycopg reads for what ``DATABASE_URL`` leaves out). No tool process gets
+#: ``PGHOST``, ... which psycopg reads for what ``DATABASE_URL`` leaves out) and OpenTelemetry's
+#: (``OTEL_EXPORTER_OTLP_HEADERS`` may hold a collector's token). No tool process gets
 #: them (docs/tools.md, "Tool environments"); ``tests/test_toolenv.py`` checks that every variable
 #: the code reads is covered here.
-SERVER_VARIABLE_PREFIXES = ("AGENTS_", "DJANGO_", "CELERY_", "OPENAI_", "PG")
-#: The server's own configuration, by name (``SECRET_KEY``: the name a deployment may use for it).
-SERVER_VARIABLES = frozenset({"DATABASE_URL", "REDIS_URL", "SECRET_KEY"})
+SERVER_VARIABLE_PREFIXES = ("AGENTS_", "DJANGO_", "CELERY_", "OPENAI_", "PG", "OTEL_")
+#: The server's own configuration, by name (``SECRET_KEY``: the name a deployment may use for it;
+#: ``PROMETHEUS_MULTIPROC_DIR``: where the metrics of every process of a host are written).
+SERVER_VARIABLES = frozenset({"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "PROMETHEUS_MULTIPROC_DIR"})
 
 
 def is_server_variable(name: str) -> bool:

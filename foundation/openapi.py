@@ -152,8 +152,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "jsonrpc": {"type": "string", "enum": ["2.0"]},
             "id": {
                 "description": "a string or an integer; null in an error answering no request",
-                "nullable": True,
-                **_REQUEST_ID,
+                # OpenAPI 3.0 reads nullable on a schema with a type: each branch carries it
+                "anyOf": [{"type": "string", "nullable": True}, {"type": "integer", "nullable": True}],
             },
             "method": _STRING,
             "params": {"type": "object"},

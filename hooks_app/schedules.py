@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from django.conf import settings
 from django.db import transaction
 
@@ -39,8 +39,8 @@ def check_timing(cron: str | None, interval_seconds: float | None, timezone: str
 
     Raises:
         BadRequest: neither or both of ``cron`` and ``interval_seconds``; a cron expression that
-            is not five valid fields; an interval under ``AGENTS_SCHEDULE_MIN_INTERVAL_SECONDS``;
-            an unknown time zone.
+            is not five valid fields, or that never fires (``0 0 31 2 *``); an interval under
+            ``AGENTS_SCHEDULE_MIN_INTERVAL_SECONDS``; an unknown time zone.
     """
     if (cron is None) == (interval_seconds is None):
         raise BadRequest("a schedule needs exactly one of cron and interval_seconds")
@@ -48,8 +48,16 @@ def check_timing(cron: str | None, interval_seconds: float | None, timezone: str
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise BadRequest(f"unknown time zone {timezone!r}") from None
-    if cron is not None and (len(cron.split()) != 5 or not croniter.is_valid(cron)):
-        raise BadRequest(f"cron must be five fields (minute hour day month weekday), not {cron!r}")
+    if cron is not None:
+        if len(cron.split()) != 5:
+            raise BadRequest(f"cron must be five fields (minute hour day month weekday), not {cron!r}")
+        if not croniter.is_valid(cron):
+            raise BadRequest(f"cron {cron!r} is not valid: a field is out of its range or malformed")
+        try:
+            # a day that no month has (February 31st) is valid syntax and never fires
+            croniter(cron, datetime.now(ZoneInfo(timezone))).get_next(datetime)
+        except CroniterBadDateError:
+            raise BadRequest(f"cron {cron!r} never fires") from None
     minimum = settings.AGENTS["SCHEDULE_MIN_INTERVAL_SECONDS"]
     if interval_seconds is not None and not (minimum <= interval_seconds <= 366 * 86400):
         raise BadRequest(f"interval_seconds must be from {minimum:g} to {366 * 86400}")

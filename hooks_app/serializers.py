@@ -10,23 +10,40 @@ from rest_framework import serializers
 from hooks_app.models import Attempt, Delivery, Schedule, ScheduleRun, Webhook
 from hooks_app.outbox import WEBHOOK_KINDS
 from hooks_app.schedules import upcoming
+from sessions_app.serializers import StrictCharField, TextCharField
 
 #: Characters of a URL at most (longer ones are refused, 400).
 MAX_URL_CHARS = 2048
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_URL_CHARS,
+        "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+([/?#][!-~]*)?$",
+        "description": "an http or https URL",
+    }
+)
+class UrlField(StrictCharField):
+    """A subscription's URL. The outbound rules check it (docs/webhooks.md §7: 400
+    ``webhook_url_refused``); the document says only that it is an http or https URL."""
+
+
+
 class WebhookCreateSerializer(serializers.Serializer):
     """``POST /v1/webhooks``: where to send which event kinds, and the optional filters."""
 
-    url = serializers.CharField(max_length=MAX_URL_CHARS, help_text="an http or https URL")
+    url = UrlField(min_length=1, max_length=MAX_URL_CHARS, help_text="an http or https URL")
     events = serializers.ListField(
         child=serializers.ChoiceField(choices=sorted(str(kind) for kind in WEBHOOK_KINDS)),
         allow_empty=False,
+        min_length=1,
         max_length=len(WEBHOOK_KINDS),
         help_text="the event kinds wanted",
     )
-    agent = serializers.CharField(
-        required=False, allow_null=True, max_length=200, help_text="only this agent's sessions"
+    agent = StrictCharField(
+        required=False, allow_null=True, min_length=1, max_length=200, help_text="only this agent's sessions"
     )
     session = serializers.UUIDField(
         required=False, allow_null=True, help_text="only this session and the sessions below it"
@@ -121,14 +138,21 @@ class ScheduleCreateSerializer(serializers.Serializer):
     """``POST /v1/schedules``: an agent, a prompt (and params), and exactly one of ``cron`` and
     ``interval_seconds``."""
 
-    agent = serializers.CharField(max_length=200)
-    prompt = serializers.CharField(max_length=100_000)
+    agent = StrictCharField(min_length=1, max_length=200)
+    # text for the model, stored as sent (docs/api.md §1.6)
+    prompt = TextCharField(min_length=1, max_length=100_000, trim_whitespace=False)
     params = serializers.DictField(required=False, allow_null=True, help_text="the sessions' parameters")
-    cron = serializers.CharField(
-        required=False, allow_null=True, max_length=200, help_text="five fields: minute hour day month weekday"
+    cron = StrictCharField(
+        required=False,
+        allow_null=True,
+        min_length=1,
+        max_length=200,
+        help_text="five fields: minute hour day month weekday",
     )
     interval_seconds = serializers.FloatField(required=False, allow_null=True, help_text="seconds between two runs")
-    timezone = serializers.CharField(required=False, max_length=64, default="UTC", help_text="an IANA time zone")
+    timezone = StrictCharField(
+        required=False, min_length=1, max_length=64, default="UTC", help_text="an IANA time zone"
+    )
     mode = serializers.ChoiceField(
         choices=["new", "continue"], required=False, default="new", help_text="a new session each run, or one continued"
     )

@@ -31,6 +31,7 @@ from hooks_app.serializers import (
 )
 from sessions_app.selectors import require_visible
 from sessions_app.serializers import validated
+from sessions_app.services.params import check_request
 
 WEBHOOK_ID = OpenApiParameter("webhook_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the subscription")
 DELIVERY_ID = OpenApiParameter("delivery_id", str, OpenApiParameter.PATH, description="the delivery's webhook-id")
@@ -50,11 +51,12 @@ class WebhookViewSet(ApiViewSet):
     @extend_schema(
         operation_id="createWebhook",
         request=WebhookCreateSerializer,
-        responses={201: WebhookCreatedSerializer, **error_responses(400, 403)},
+        responses={201: WebhookCreatedSerializer, **error_responses(400, 403, 404)},
     )
     def create(self, request: Request) -> Response:
         """Subscribe; the answer holds the signing ``secret``, shown this once."""
         data = validated(WebhookCreateSerializer, json_object_body(request))
+        _check_targets(request, data)
         webhook = services.webhook_create(owner=caller(request).owner, **data)
         headers = {"Location": f"/v1/webhooks/{webhook.pk}"}
         return Response(render(WebhookCreatedSerializer, webhook), status=201, headers=headers)
@@ -78,6 +80,7 @@ class WebhookViewSet(ApiViewSet):
         """Change a subscription; ``"enabled": true`` enables a disabled one again."""
         webhook = selectors.webhook_get(caller(request), webhook_id)
         changes = validated(WebhookUpdateSerializer, json_object_body(request))
+        _check_targets(request, changes)
         return Response(render(WebhookSerializer, services.webhook_update(webhook, changes)))
 
     @extend_schema(
@@ -116,12 +119,17 @@ class WebhookViewSet(ApiViewSet):
 SCHEDULE_ID = OpenApiParameter("schedule_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the schedule")
 
 
-def _check_targets(request: Request, data: dict[str, Any]) -> None:
-    """The agent must be a root agent and the continued session the caller's (404 otherwise)."""
-    if "agent" in data:
-        runtime_agent(data["agent"])
+def _check_targets(request: Request, data: dict[str, Any], *, agent: str | None = None) -> None:
+    """The agent (``data``'s, else ``agent``, the one stored) must be a root agent, the session
+    named the caller's (404 ``unknown_agent`` / ``unknown_session`` otherwise), and a schedule's
+    ``params`` the agent's, as a session's are checked when it is created (docs/api.md §7.15): a
+    mistake is refused when it is made, not at every firing."""
+    slug = data.get("agent") or agent
+    found = runtime_agent(slug) if slug else None
     if data.get("session") is not None:
         require_visible(caller(request), data["session"])
+    if found is not None and data.get("params") is not None:
+        check_request(found, data["params"], caller=caller(request).owner)
 
 
 class ScheduleViewSet(ApiViewSet):
@@ -138,7 +146,7 @@ class ScheduleViewSet(ApiViewSet):
     @extend_schema(
         operation_id="createSchedule",
         request=ScheduleCreateSerializer,
-        responses={201: ScheduleSerializer, **error_responses(400, 403, 404)},
+        responses={201: ScheduleSerializer, **error_responses(400, 403, 404, 422)},
     )
     def create(self, request: Request) -> Response:
         """Schedule runs of an agent; the answer shows the next firing times."""
@@ -161,13 +169,13 @@ class ScheduleViewSet(ApiViewSet):
         operation_id="updateSchedule",
         parameters=[SCHEDULE_ID],
         request=ScheduleUpdateSerializer,
-        responses={200: ScheduleSerializer, **error_responses(400, 403, 404)},
+        responses={200: ScheduleSerializer, **error_responses(400, 403, 404, 422)},
     )
     def partial_update(self, request: Request, schedule_id: str) -> Response:
         """Change a schedule; ``"enabled": false`` stops its firings."""
         schedule = selectors.schedule_get(caller(request), schedule_id)
         changes = validated(ScheduleUpdateSerializer, json_object_body(request))
-        _check_targets(request, changes)
+        _check_targets(request, changes, agent=schedule.agent)
         return Response(render(ScheduleSerializer, schedules.schedule_update(schedule, changes)))
 
     @extend_schema(

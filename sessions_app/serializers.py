@@ -250,8 +250,11 @@ class SessionCreateSerializer(serializers.Serializer):
     seal = StrictBooleanField(required=False)
     session_token = StrictBooleanField(required=False)
     params = ParamsInputField(required=False, allow_null=True)
-    webhook = serializers.CharField(
-        required=False, max_length=2048, help_text="a URL told once when this run stops (docs/webhooks.md §10)"
+    webhook = StrictCharField(
+        required=False,
+        min_length=1,
+        max_length=2048,
+        help_text="a URL told once when this run stops (docs/webhooks.md §10)",
     )
 
 
@@ -285,8 +288,11 @@ class MessageSerializer(serializers.Serializer):
     run = serializers.ChoiceField(choices=RUN_CHOICES, default=Session.RunMode.UNTIL_BLOCKED)
     interrupt = StrictBooleanField(required=False, default=False)
     params = ParamsInputField(required=False, allow_null=True)
-    webhook = serializers.CharField(
-        required=False, max_length=2048, help_text="a URL told once when this run stops (docs/webhooks.md §10)"
+    webhook = StrictCharField(
+        required=False,
+        min_length=1,
+        max_length=2048,
+        help_text="a URL told once when this run stops (docs/webhooks.md §10)",
     )
 
 
@@ -295,8 +301,11 @@ class ResumeSerializer(serializers.Serializer):
 
     mode = serializers.ChoiceField(choices=Session.RunMode.choices, default=Session.RunMode.UNTIL_BLOCKED)
     params = ParamsInputField(required=False, allow_null=True)
-    webhook = serializers.CharField(
-        required=False, max_length=2048, help_text="a URL told once when this run stops (docs/webhooks.md §10)"
+    webhook = StrictCharField(
+        required=False,
+        min_length=1,
+        max_length=2048,
+        help_text="a URL told once when this run stops (docs/webhooks.md §10)",
     )
 
 

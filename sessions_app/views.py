@@ -32,9 +32,9 @@ from foundation.api import (
     require_name,
     wait_params,
 )
-from foundation.auth import caller, new_session_token
+from foundation.auth import Principal, caller, new_session_token
 from foundation.common import render
-from foundation.errors import BadRequest, UnknownSession, UnknownToken
+from foundation.errors import BadRequest, Forbidden, UnknownSession, UnknownToken
 from sessions_app import run_webhooks, selectors, values
 from sessions_app.idempotent import (
     IDEMPOTENCY_KEY_PARAMETER,
@@ -96,11 +96,19 @@ def _found(session_id: str) -> Session:
     return selectors.session_get(_session_id(session_id))
 
 
-def _run_webhook(owner: str | None, session: Session, data: dict[str, Any]) -> None:
+def _run_webhook(principal: Principal, session: Session, data: dict[str, Any]) -> None:
     """Record the request's ``webhook`` URL, in the transaction of the change that starts the run,
-    so that the run cannot stop before it is known (docs/webhooks.md §10)."""
-    if data.get("webhook") is not None:
-        run_webhooks.request_run_webhook(owner=owner, session_id=session.pk, url=data["webhook"])
+    so that the run cannot stop before it is known (docs/webhooks.md §10).
+
+    Raises:
+        Forbidden: 403 for a session token: the server would send requests where its holder, a
+            less trusted client (docs/security.md §1), says; the change is rolled back with it.
+    """
+    if data.get("webhook") is None:
+        return
+    if principal.is_session_token:
+        raise Forbidden("a session token cannot ask for a webhook; an owner's token can")
+    run_webhooks.request_run_webhook(owner=principal.owner, session_id=session.pk, url=data["webhook"])
 
 
 def session_answer(
@@ -220,7 +228,7 @@ class SessionViewSet(ApiViewSet):
                 session_token_sha256=token_digest,
                 params=data.get("params"),
             )
-            _run_webhook(principal.owner, session, data)
+            _run_webhook(principal, session, data)
         if session_token is not None:
             # shown this once; only its digest is stored (docs/api.md §10.5)
             session.session_token = session_token
@@ -308,7 +316,7 @@ class SessionViewSet(ApiViewSet):
                 owner=caller(request).owner,
                 params=data.get("params"),
             )
-            _run_webhook(caller(request).owner, session, data)
+            _run_webhook(caller(request), session, data)
         return session_answer(request, session, wait_for)
 
     @extend_schema(
@@ -332,7 +340,7 @@ class SessionViewSet(ApiViewSet):
             session = sessions.session_resume(
                 session_id=sid, mode=data["mode"], owner=caller(request).owner, params=data.get("params")
             )
-            _run_webhook(caller(request).owner, session, data)
+            _run_webhook(caller(request), session, data)
         return session_answer(request, session, wait_for)
 
     @extend_schema(

@@ -59,7 +59,7 @@ def test_an_operator_stores_an_agent_and_completes_a_pending_call_in_the_admin(
         # an invalid config: the form shows the refusal, nothing is stored
         page.goto(f"{server.url}/admin/agents_app/storedagent/add/")
         fill_agent(
-            page, slug="asker", model_url=llm.url, announce="asks a human", prompt="Ask a human.", api_key="none"
+            page, slug="asker", model_url=llm.url, announce="asks a human", prompt="Ask a human.", api_key=""
         )
         page.select_option("#id_policy_default", "defer")
         page.fill("#id_policy_reason", "a human answers")

@@ -46,7 +46,7 @@ def test_cron_ticks_are_read_in_the_schedule_time_zone_across_a_clock_change() -
     [
         (None, None, "UTC", "exactly one of cron and interval_seconds"),
         ("* * * * *", 60.0, "UTC", "exactly one of cron and interval_seconds"),
-        ("0 25 * * *", None, "UTC", "cron must be five fields"),
+        ("0 25 * * *", None, "UTC", "is not valid: a field is out of its range"),
         ("@reboot", None, "UTC", "cron must be five fields"),
         (None, 59.0, "UTC", "interval_seconds must be from 60"),
         (None, 400 * 86400.0, "UTC", "interval_seconds must be from 60"),

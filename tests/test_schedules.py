@@ -122,7 +122,7 @@ def test_bad_schedules_are_refused_and_other_owners_schedules_answer_404(
     refusals = [
         ({"agent": "morning", "prompt": "x"}, "exactly one of cron and interval_seconds"),
         ({"agent": "morning", "prompt": "x", "cron": "* * * * *", "interval_seconds": 60}, "exactly one"),
-        ({"agent": "morning", "prompt": "x", "cron": "61 * * * *"}, "cron must be five fields"),
+        ({"agent": "morning", "prompt": "x", "cron": "61 * * * *"}, "is not valid: a field is out of its range"),
         ({"agent": "morning", "prompt": "x", "cron": "* * * * * *"}, "cron must be five fields"),
         ({"agent": "morning", "prompt": "x", "interval_seconds": 0.5}, "interval_seconds must be from 1"),
         ({"agent": "morning", "prompt": "x", "cron": "0 8 * * *", "timezone": "Mars/Olympus"}, "unknown time zone"),

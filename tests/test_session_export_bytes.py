@@ -52,8 +52,10 @@ def test_session_export_gives_each_file_back_byte_for_byte(tmp_path: Path, proce
     files = [*SESSION_FILES, with_a_cost(tmp_path)][half::2]
     # one database per file, so that the commands of all files run at once
     dbs = [tmp_path / f"{index}.db" for index in range(len(files))]
+    # the session's agent must be one the command knows, as the HTTP import requires
+    agent = write_agent(tmp_path, "any", "http://127.0.0.1:9/v1")
     imports = [
-        start(processes, db, "session", "import", str(path), "--agent", "any")
+        start(processes, db, "--agent-file", str(agent), "session", "import", str(path), "--agent", "any")
         for db, path in zip(dbs, files, strict=True)
     ]
     ids = []
@@ -82,7 +84,9 @@ def test_the_http_export_gives_each_file_back_byte_for_byte(
     # real server, the file of each kind: indented without a final newline, and one with a float
     older = SESSION_FILES[0].parent / "partial-turn-older.json"
     for path in [older, with_a_cost(tmp_path)]:
-        imported = agents(processes, Path(server.db), "session", "import", str(path), "--agent", "keeper")
+        imported = agents(
+            processes, Path(server.db), "--agent-file", str(agent), "session", "import", str(path), "--agent", "keeper"
+        )
         assert imported.returncode == 0, imported.stderr
         session_id = imported.stdout.decode().strip()
         answer = server.client.get(f"/v1/sessions/{session_id}/export")

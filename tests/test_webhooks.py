@@ -350,3 +350,38 @@ def test_a_webhook_url_on_a_request_is_told_once_of_that_run_end_and_a_bad_one_s
             assert answer.status_code == 400 and answer.json()["error"] == "webhook_url_refused", answer.text
         assert server.client.get(path).json()["version"] == before["version"]
         assert len(server.client.get("/v1/sessions").json()["sessions"]) == 1
+
+
+def test_mistakes_are_refused_when_made_and_a_session_token_cannot_name_a_webhook(
+    tmp_path: Path, llm_server: Callable[..., MockLlmServer], start_server: Callable[..., Server]
+) -> None:
+    tokens = write_tokens(tmp_path)
+    server = start_server([_weather(tmp_path, llm_server(WEATHER))], extra_args=["--auth-tokens", str(tokens)])
+    alice = owner("alice")
+
+    def post(path: str, body: dict[str, Any], headers: dict[str, str] = alice) -> Any:
+        return server.client.post(path, content=json.dumps(body), headers=headers)
+
+    # a cron expression that never fires, a parameter the agent lacks: refused now, not at each firing
+    never = post("/v1/schedules", {"agent": "weather", "prompt": "x", "cron": "0 0 31 2 *"})
+    assert (never.status_code, never.json()["error"]) == (400, "bad_request"), never.text
+    assert "never fires" in never.json()["message"]
+    unknown = post("/v1/schedules", {"agent": "weather", "prompt": "x", "interval_seconds": 60, "params": {"nope": 1}})
+    assert (unknown.status_code, unknown.json()["error"]) == (422, "unknown_params"), unknown.text
+    assert server.client.get("/v1/schedules", headers=alice).json()["schedules"] == []
+
+    # a subscription whose filter can never match
+    url = "http://127.0.0.1:9/hook"
+    no_agent = post("/v1/webhooks", {"url": url, "events": ["run.stopped"], "agent": "nope"})
+    assert (no_agent.status_code, no_agent.json()["error"]) == (404, "unknown_agent"), no_agent.text
+    bobs = post("/v1/sessions", {"agent": "weather", "run": "none"}, owner("bob")).json()
+    not_hers = post("/v1/webhooks", {"url": url, "events": ["run.stopped"], "session": bobs["session_id"]})
+    assert (not_hers.status_code, not_hers.json()["error"]) == (404, "unknown_session"), not_hers.text
+    assert server.client.get("/v1/webhooks", headers=alice).json()["webhooks"] == []
+
+    # a session token's holder does not choose where the server sends requests
+    created = post("/v1/sessions", {"agent": "weather", "run": "none", "session_token": True}).json()
+    holder = {"Authorization": f"Bearer {created['session_token']}"}
+    refused = post(f"/v1/sessions/{created['session_id']}/messages", {"prompt": "hi", "webhook": url}, holder)
+    assert (refused.status_code, refused.json()["error"]) == (403, "forbidden"), refused.text
+    assert server.client.get(f"/v1/sessions/{created['session_id']}", headers=alice).json()["session"]["turns"] == []

@@ -155,13 +155,17 @@ class ToolSet:
         self._lead: list[Tool] = []
         self._revisions: tuple[Hashable, ...] | None = None
         self._refresh_lock = threading.Lock()
-        self.refresh()
+        self.refresh(strict=True)
 
-    def refresh(self) -> None:
+    def refresh(self, *, strict: bool = False) -> None:
         """Take in the live toolboxes' current tools (nothing to do when none changed).
 
         A live tool whose wire name another tool has is left out, and logged as
-        ``tools.name_clash``.
+        ``tools.name_clash``; at construction (``strict``) it refuses the toolset instead, as
+        any other clash of names does (docs/tools.md §3.9).
+
+        Raises:
+            ValueError: ``strict`` and a live tool's name is taken.
         """
         boxes = [*self.leading, *self.live]
         if not boxes:
@@ -183,6 +187,8 @@ class ToolSet:
                             raise ValueError(f"tool name {tool.name!r} is already used")
                         names.reserve(tool.original_name, tool.name)
                     except ValueError as error:
+                        if strict:
+                            raise
                         log.warning("tool left out", extra={"kind": "tools.name_clash", "reason": str(error)})
                         continue
                     by_name[tool.name] = tool

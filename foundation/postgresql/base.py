@@ -59,8 +59,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         """``transaction.on_commit``; during the :func:`before_commit` hooks (Django has left the
         atomic block by then, and would refuse) the callback waits for the commit as any other."""
         if self.__dict__.get(_COMMITTING):
-            # Django 5 keeps (savepoint ids, callback, robust); django-stubs still declare two items
-            self.run_on_commit.append((set(), func, robust))  # type: ignore[arg-type]
+            self.run_on_commit.append((set(), func, robust))  # type: ignore[arg-type]  # Django 5 keeps three items, the stubs two
             return
         super().on_commit(func, robust)
 
