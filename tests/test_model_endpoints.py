@@ -105,6 +105,19 @@ def test_a_bad_entry_stops_the_server_naming_it(tmp_path: Path, flag: str, entry
     assert not (tmp_path / "db.sqlite3").exists()
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_check_refuses_a_bad_entry_as_serve_does(how: str) -> None:
+    flag = ["--model-url", "nonsense"] if how == "flag" else []
+    env = base_env(**({"AGENTS_MODEL_URLS": "x=y"} if how == "environment" else {}))
+    outcome = subprocess.run(
+        [sys.executable, "-m", "agentsite.cli", *flag, "check", "--agent-file", str(HOSTED)],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=PROCESS_TIMEOUT, check=False,
+    )
+    assert outcome.returncode == 2, outcome.stderr
+    assert len(outcome.stderr.strip().splitlines()) == 1 and "Error:" not in outcome.stderr, outcome.stderr
+
+
 def test_maps_are_read_entry_by_entry():
     assert parse_map(["https://a.example/v1/=http://127.0.0.1:1/v1"], "--model-url", urls=True) == {
         "https://a.example/v1": "http://127.0.0.1:1/v1"

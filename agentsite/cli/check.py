@@ -14,6 +14,7 @@ from agentsite.cli.common import (
     EXIT_AGENT,
     CliError,
     agent_files,
+    apply_endpoint_flags,
     db_url,
     install_params_or_exit,
     keys_file,
@@ -43,6 +44,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     agents are the files' only.
     """
     install_params_or_exit(args, "check")
+    # a bad --model-url or --api-key-id entry stops check as it stops serve (docs/cli.md §2.3.2)
+    apply_endpoint_flags(args)
     _setup_django(args)
     from agentfiles.keys import ApiKeysError, load_api_keys
     from agentfiles.loader import AgentLoadError, load_agent_tree
