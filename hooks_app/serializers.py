@@ -16,6 +16,15 @@ from sessions_app.serializers import StrictCharField, TextCharField
 MAX_URL_CHARS = 2048
 
 
+class StrictNumberField(serializers.FloatField):
+    """A number field that takes JSON numbers only: not ``"60"``, not ``true`` (docs/api.md §1.6)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 @extend_schema_field(
     {
         "type": "string",
@@ -149,7 +158,7 @@ class ScheduleCreateSerializer(serializers.Serializer):
         max_length=200,
         help_text="five fields: minute hour day month weekday",
     )
-    interval_seconds = serializers.FloatField(required=False, allow_null=True, help_text="seconds between two runs")
+    interval_seconds = StrictNumberField(required=False, allow_null=True, help_text="seconds between two runs")
     timezone = StrictCharField(
         required=False, min_length=1, max_length=64, default="UTC", help_text="an IANA time zone"
     )

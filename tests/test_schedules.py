@@ -125,6 +125,9 @@ def test_bad_schedules_are_refused_and_other_owners_schedules_answer_404(
         ({"agent": "morning", "prompt": "x", "cron": "61 * * * *"}, "is not valid: a field is out of its range"),
         ({"agent": "morning", "prompt": "x", "cron": "* * * * * *"}, "cron must be five fields"),
         ({"agent": "morning", "prompt": "x", "interval_seconds": 0.5}, "interval_seconds must be from 1"),
+        ({"agent": "morning", "prompt": "x", "interval_seconds": "60"}, "interval_seconds: A valid number"),
+        ({"agent": "morning", "prompt": "x", "interval_seconds": True}, "interval_seconds: A valid number"),
+        ({"agent": "morning", "prompt": 123, "interval_seconds": 60}, "prompt: Not a valid string"),
         ({"agent": "morning", "prompt": "x", "cron": "0 8 * * *", "timezone": "Mars/Olympus"}, "unknown time zone"),
         ({"agent": "morning", "prompt": "x", "cron": "0 8 * * *", "mode": "sometimes"}, "mode"),
     ]
