@@ -70,6 +70,8 @@ class Answer:
         self.reasoning: str | None = reply.get("reasoning")
         self.finish_reason = "tool_calls" if self.tool_calls else "stop"
         self.model = body.get("model") if isinstance(body.get("model"), str) else DEFAULT_MODEL
+        #: the request's number, from 1 in the order received
+        self.completion_number = completion_number
         self.id = f"chatcmpl-mock-{completion_number}"
         self.created = int(time.time())
         prompt_chars = sum(len(message_text(m)) for m in messages)

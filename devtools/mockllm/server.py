@@ -225,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
                 f"mock-llm: request {len(mock.requests)} answered by "
                 f"{'no rule' if number is None else f'rule {number}'}\n"
             )
-        if reply.get("delay") and not self._wait_delay(float(reply["delay"])):
+        if reply.get("delay") and not self._wait_delay(float(reply["delay"]), answer.completion_number):
             return
         streaming = body.get("stream") is True
         try:
@@ -251,9 +251,10 @@ class _Handler(BaseHTTPRequestHandler):
             # The client gave up (its timeout); there is no one left to answer.
             pass
 
-    def _wait_delay(self, seconds: float) -> bool:
-        """Wait out a scripted ``delay``; ``False`` when the server stops or the client hangs up
-        first (recorded in :attr:`MockLlmServer.cancelled`), and nobody is left to answer."""
+    def _wait_delay(self, seconds: float, request_number: int) -> bool:
+        """Wait out a scripted ``delay`` of request ``request_number``; ``False`` when the server
+        stops or the client hangs up first (recorded in :attr:`MockLlmServer.cancelled` by its own
+        number: a later request may have come in meanwhile), and nobody is left to answer."""
         mock = self.server.mock
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
@@ -262,7 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
             if self._client_hung_up():
                 with mock._lock:
-                    mock._cancelled.append(len(mock._requests))
+                    mock._cancelled.append(request_number)
                 return False
         return True
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ import pytest
 
 from devtools import mockllm
 from devtools.mockllm import NO_MATCH_CONTENT, MockLlmServer, load_script, validate_script
-from tests.harness import Processes
+from tests.harness import Processes, wait_until
 
 from .helpers import user, weather_tool
 
@@ -236,6 +237,26 @@ def test_delay_waits_and_stop_cuts_it_short(llm_server):
     started = time.monotonic()
     slow.stop()
     assert time.monotonic() - started < 2
+
+
+def test_a_hang_up_is_recorded_by_the_number_of_the_request_that_hung_up(llm_server):
+    server = llm_server({"rules": [{"reply": {"delay": 30, "content": "never"}}]})
+    body = json.dumps({"model": "mock-model", "messages": user("x")}).encode()
+    head = (
+        f"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    first = socket.create_connection(("127.0.0.1", server.port))
+    first.sendall(head + body)
+    wait_until(lambda: len(server.requests) == 1, timeout=10)
+    second = socket.create_connection(("127.0.0.1", server.port))
+    second.sendall(head + body)
+    wait_until(lambda: len(server.requests) == 2, timeout=10)
+    # the first client hangs up after the second request came in: it is request 1 that was cancelled
+    first.close()
+    wait_until(lambda: server.cancelled, timeout=10)
+    assert server.cancelled == [1]
+    second.close()
 
 
 def _ignore_errors(call) -> None:
