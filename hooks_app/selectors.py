@@ -7,21 +7,36 @@ one: 404 ``unknown_webhook``.
 
 from __future__ import annotations
 
-import uuid
+from typing import TypeVar
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
+from foundation.api import parse_uuid
 from foundation.auth import Principal
-from foundation.errors import UnknownDelivery, UnknownSchedule, UnknownWebhook
+from foundation.errors import ApiError, UnknownDelivery, UnknownSchedule, UnknownWebhook
 from hooks_app.models import Attempt, Delivery, Schedule, ScheduleRun, Webhook
+
+_Row = TypeVar("_Row", bound=Model)
+
+
+def _owned(query: QuerySet[_Row], principal: Principal) -> QuerySet[_Row]:
+    """``query`` narrowed to what ``principal`` may see (the rule of the module's docstring)."""
+    if principal.kind == "anonymous" or principal.admin:
+        return query
+    return query.filter(owner=principal.owner)
+
+
+def _one(query: QuerySet[_Row], raw_id: str, missing: ApiError) -> _Row:
+    """The row of ``query`` whose key is ``raw_id`` as written in the path, else ``missing``."""
+    found = query.filter(pk=parse_uuid(raw_id, missing)).first()
+    if found is None:
+        raise missing
+    return found
 
 
 def visible_webhooks(principal: Principal) -> QuerySet[Webhook]:
     """The subscriptions ``principal`` may see, newest first."""
-    query = Webhook.objects.filter(one_off=False).order_by("-created_at")
-    if principal.kind == "anonymous" or principal.admin:
-        return query
-    return query.filter(owner=principal.owner)
+    return _owned(Webhook.objects.filter(one_off=False).order_by("-created_at"), principal)
 
 
 def webhook_get(principal: Principal, webhook_id: str) -> Webhook:
@@ -30,22 +45,12 @@ def webhook_get(principal: Principal, webhook_id: str) -> Webhook:
     Raises:
         UnknownWebhook: malformed, missing, or not visible to ``principal``.
     """
-    try:
-        key = uuid.UUID(webhook_id)
-    except ValueError:
-        raise UnknownWebhook(webhook_id) from None
-    found = visible_webhooks(principal).filter(pk=key).first()
-    if found is None:
-        raise UnknownWebhook(webhook_id)
-    return found
+    return _one(visible_webhooks(principal), webhook_id, UnknownWebhook(webhook_id))
 
 
 def visible_schedules(principal: Principal) -> QuerySet[Schedule]:
     """The schedules ``principal`` may see, newest first (the rule of :func:`visible_webhooks`)."""
-    query = Schedule.objects.order_by("-created_at")
-    if principal.kind == "anonymous" or principal.admin:
-        return query
-    return query.filter(owner=principal.owner)
+    return _owned(Schedule.objects.order_by("-created_at"), principal)
 
 
 def schedule_get(principal: Principal, schedule_id: str) -> Schedule:
@@ -54,14 +59,7 @@ def schedule_get(principal: Principal, schedule_id: str) -> Schedule:
     Raises:
         UnknownSchedule: malformed, missing, or not visible to ``principal``.
     """
-    try:
-        key = uuid.UUID(schedule_id)
-    except ValueError:
-        raise UnknownSchedule(schedule_id) from None
-    found = visible_schedules(principal).filter(pk=key).first()
-    if found is None:
-        raise UnknownSchedule(schedule_id)
-    return found
+    return _one(visible_schedules(principal), schedule_id, UnknownSchedule(schedule_id))
 
 
 def schedule_runs(schedule: Schedule, *, limit: int = 100) -> list[ScheduleRun]:
